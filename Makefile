@@ -1,0 +1,94 @@
+# The book's jobs, one target each.  A fresh clone needs only `make book` and
+# `make test`: everything else (the virtual environment, the offline web assets,
+# the headless browser) is installed by the targets that need it.
+
+SHELL      := bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON     ?= python3
+VENV       ?= .venv
+PY         := $(VENV)/bin/python
+JB         := $(VENV)/bin/jupyter-book
+BOOK_DIR   ?= .
+BUILD_DIR  := _build
+VENV_STAMP := $(VENV)/.installed
+VENDOR     := _assets/vendor
+VENDOR_STAMP := $(VENDOR)/.installed
+PORT       ?= 8000
+
+# Front-end packages the built site serves itself (no CDN), fetched from the npm
+# registry by exact version.
+MATHJAX      := mathjax@3.2.2
+REQUIREJS    := requirejs@2.3.8
+HTML_MANAGER := @jupyter-widgets/html-manager@1.0.6
+
+# -W: any warning fails the build; -n: nitpicky references; --keep-going: list
+# every warning before failing.  Notebook errors fail the build through
+# `nb_execution_raise_on_error` in _config.yml.
+JB_FLAGS := -W -n --keep-going
+
+.PHONY: book test bench lint serve clean venv assets browser jb-build
+
+book: $(VENV_STAMP) $(VENDOR_STAMP)
+	@$(MAKE) --no-print-directory jb-build
+
+# Execution cache for fast rebuilds.  jupyter-cache keys on code cells only, so a
+# change in rope_lib would leave stale outputs: drop the cache when its hash moves.
+jb-build:
+	@mkdir -p $(BUILD_DIR)
+	@hash=$$(find rope_lib -type f \( -name '*.py' -o -path '*/data/*' -o -path '*/static/*' \) \
+	         | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16); \
+	if [ "$$(cat $(BUILD_DIR)/.rope_lib_hash 2>/dev/null)" != "$$hash" ]; then \
+	  echo "rope_lib changed: clearing the execution cache"; \
+	  rm -rf $(BUILD_DIR)/.jupyter_cache $(BUILD_DIR)/jupyter_execute; \
+	  echo "$$hash" > $(BUILD_DIR)/.rope_lib_hash; \
+	fi
+	$(JB) build $(BOOK_DIR) $(JB_FLAGS)
+
+test: book browser
+	$(PY) -m pytest -n 2 --dist loadgroup tests
+
+bench: $(VENV_STAMP) $(VENDOR_STAMP) browser
+	$(PY) -m bench
+
+lint: $(VENV_STAMP)
+	$(VENV)/bin/ruff check rope_lib tests bench
+	$(VENV)/bin/ruff format --check rope_lib tests bench
+
+serve: book
+	$(PY) -m http.server --bind 127.0.0.1 --directory $(BUILD_DIR)/html $(PORT)
+
+clean:
+	rm -rf $(BUILD_DIR) $(VENDOR) .pytest_cache .ruff_cache .hypothesis
+
+venv: $(VENV_STAMP)
+
+$(VENV_STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+assets: $(VENDOR_STAMP)
+
+$(VENDOR_STAMP): Makefile
+	rm -rf $(VENDOR) && mkdir -p $(VENDOR)
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cd "$$tmp" && \
+	npm pack --silent $(MATHJAX) $(REQUIREJS) $(HTML_MANAGER) >/dev/null && \
+	for f in *.tgz; do mkdir -p "$${f%.tgz}" && tar -xzf "$$f" -C "$${f%.tgz}"; done && \
+	cd - >/dev/null && \
+	mkdir -p $(VENDOR)/mathjax $(VENDOR)/requirejs $(VENDOR)/html-manager && \
+	cp -r "$$tmp"/mathjax-*/package/es5/. $(VENDOR)/mathjax/ && \
+	cp "$$tmp"/mathjax-*/package/LICENSE $(VENDOR)/mathjax/ && \
+	cp "$$tmp"/requirejs-*/package/require.js $(VENDOR)/requirejs/require.js && \
+	cp "$$tmp"/jupyter-widgets-html-manager-*/package/dist/* $(VENDOR)/html-manager/ && \
+	cp "$$tmp"/jupyter-widgets-html-manager-*/package/LICENSE $(VENDOR)/html-manager/ && \
+	rm -f $(VENDOR)/html-manager/*.map
+	touch $@
+
+# Debian's Chromium and its driver for the real-browser tests (root on CI).
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  echo "installing Debian's chromium and chromium-driver"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	fi

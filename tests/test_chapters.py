@@ -1,0 +1,33 @@
+"""Execute every chapter notebook and fail, naming the chapter, if any cell raises.
+
+The book build executes the chapters too, but through a cache; these tests run
+each chapter from scratch in a fresh kernel, exactly as a reader on Binder would.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jupytext
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
+
+
+def _notebooks() -> list[Path]:
+    return sorted(p for p in CHAPTERS.glob("*.md") if p.read_text().startswith("---\njupytext:"))
+
+
+@pytest.mark.chapter
+@pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.stem)
+def test_chapter_executes(path: Path) -> None:
+    notebook = jupytext.read(path)
+    client = NotebookClient(
+        notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(CHAPTERS)}}
+    )
+    try:
+        client.execute()
+    except CellExecutionError as error:
+        pytest.fail(f"chapter {path.name} failed:\n{error}", pytrace=False)
