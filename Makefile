@@ -35,8 +35,8 @@ book: $(VENV_STAMP) $(VENDOR_STAMP)
 # change in rope_lib would leave stale outputs: drop the cache when its hash moves.
 jb-build:
 	@mkdir -p $(BUILD_DIR)
-	@hash=$$(find rope_lib -type f \( -name '*.py' -o -path '*/data/*' -o -path '*/static/*' \) \
-	         | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16); \
+	@hash=$$( (find rope_lib -type f \( -name '*.py' -o -path '*/data/*' -o -path '*/static/*' \) \
+	          2>/dev/null || true) | LC_ALL=C sort | xargs -r sha256sum | sha256sum | cut -c1-16); \
 	if [ "$$(cat $(BUILD_DIR)/.rope_lib_hash 2>/dev/null)" != "$$hash" ]; then \
 	  echo "rope_lib changed: clearing the execution cache"; \
 	  rm -rf $(BUILD_DIR)/.jupyter_cache $(BUILD_DIR)/jupyter_execute; \
