@@ -32,17 +32,18 @@ book: $(VENV_STAMP) $(VENDOR_STAMP)
 	@$(MAKE) --no-print-directory jb-build
 
 # Execution cache for fast rebuilds.  jupyter-cache keys on code cells only, so a
-# change in rope_lib would leave stale outputs: drop the cache when its hash moves.
+# change in rope_lib would leave stale outputs, and Sphinx would not even re-read an
+# unchanged chapter: drop both caches when the hash of rope_lib moves.
 jb-build:
 	@mkdir -p $(BUILD_DIR)
 	@hash=$$( (find rope_lib -type f \( -name '*.py' -o -path '*/data/*' -o -path '*/static/*' \) \
 	          2>/dev/null || true) | LC_ALL=C sort | xargs -r sha256sum | sha256sum | cut -c1-16); \
 	if [ "$$(cat $(BUILD_DIR)/.rope_lib_hash 2>/dev/null)" != "$$hash" ]; then \
 	  echo "rope_lib changed: clearing the execution cache"; \
-	  rm -rf $(BUILD_DIR)/.jupyter_cache $(BUILD_DIR)/jupyter_execute; \
+	  rm -rf $(BUILD_DIR)/.jupyter_cache $(BUILD_DIR)/jupyter_execute $(BUILD_DIR)/.doctrees; \
 	  echo "$$hash" > $(BUILD_DIR)/.rope_lib_hash; \
 	fi
-	$(JB) build $(BOOK_DIR) $(JB_FLAGS)
+	ROPE_LIB_STATIC=1 $(JB) build $(BOOK_DIR) $(JB_FLAGS)
 
 test: book browser
 	$(PY) -m pytest -n 2 --dist loadgroup tests

@@ -1,0 +1,207 @@
+"""Every page of the built site in a real browser (headless Chromium over localhost).
+
+For each page: no console errors, no request leaving localhost, every equation
+typeset by MathJax, every image loaded, a full-page screenshot saved under
+``_build/screenshots/``.  For each interactive figure: every slider is labelled
+and changes the figure, the keyboard moves it, and the numbers the page computes
+equal ``rope_lib.widgets.compute`` at several slider settings.
+
+Run after ``make book`` (``make test`` does both).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rope_lib.widgets import MODELS, compute
+
+from .sitebrowser import (
+    FIGURE_STATE_JS,
+    SCREENSHOTS,
+    SET_SLIDER_JS,
+    SITE,
+    chromium,
+    is_local,
+    pages,
+    requested_urls,
+    screenshot_full_page,
+    serve,
+    wait_for_math,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+
+if not (SITE / "index.html").exists():  # pragma: no cover - make test builds first
+    pytest.fail("the site is not built: run `make book` (or `make test`) first", pytrace=False)
+
+PAGES = pages()
+# Length parameters are kept moderate when values are shipped back to Python.
+LENGTHS = {"max_distance", "max_m", "positions"}
+
+
+@pytest.fixture(scope="module")
+def site():
+    with serve() as base_url, chromium() as driver:
+        yield base_url, driver
+
+
+def _open(site, page) -> object:
+    base_url, driver = site
+    driver.get_log("browser")
+    requested_urls(driver)
+    driver.get(base_url + page.as_posix())
+    wait_for_math(driver)
+    return driver
+
+
+def _figures(driver) -> list:
+    return driver.find_elements("css selector", "figure.ropefig")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.as_posix())
+def test_page_renders_offline_and_cleanly(site, page) -> None:
+    driver = _open(site, page)
+    errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, f"{page}: console errors: {errors}"
+    outside = [u for u in requested_urls(driver) if not is_local(u)]
+    assert not outside, f"{page}: requests left localhost: {outside}"
+    untypeset = driver.execute_script(
+        "return [...document.querySelectorAll('.math')]"
+        ".filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 60))"
+    )
+    assert not untypeset, f"{page}: equations not typeset by MathJax: {untypeset[:5]}"
+    broken = driver.execute_script(
+        "return [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)"
+    )
+    assert not broken, f"{page}: images that did not load: {broken}"
+    no_alt = driver.execute_script(
+        "return [...document.querySelectorAll('.bd-article img')]"
+        ".filter(i => !i.alt && !i.closest('figure')).map(i => i.src.slice(-60))"
+    )
+    assert not no_alt, f"{page}: images with neither alt text nor a caption: {no_alt}"
+    screenshot_full_page(driver, SCREENSHOTS / (page.as_posix().replace("/", "__") + ".png"))
+
+
+def _state(driver, figure) -> dict:
+    return driver.execute_script(FIGURE_STATE_JS, figure)
+
+
+FIGURE_PAGES = [p for p in PAGES if "ropefig" in (SITE / p).read_text(encoding="utf-8")]
+
+
+def test_some_pages_have_interactive_figures() -> None:
+    assert FIGURE_PAGES, "no page of the built book has an interactive figure"
+
+
+@pytest.mark.parametrize("page", FIGURE_PAGES, ids=lambda p: p.as_posix())
+def test_every_slider_is_labelled_and_moves_its_figure(site, page) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    driver = _open(site, page)
+    for figure in _figures(driver):
+        inputs = figure.find_elements("css selector", "input[type=range], select")
+        assert inputs, f"{page}: a figure without controls"
+        for element in inputs:
+            label = driver.execute_script("return [...arguments[0].labels].map(l => l.textContent).join(' ')", element)
+            assert label.strip(), f"{page}: a slider without a label"
+            before = _state(driver, figure)
+            lo, hi, step, value = (
+                float(element.get_attribute(a)) for a in ("min", "max", "step", "value")
+            )
+            target = value + step if value + step <= hi else value - step
+            driver.execute_script(SET_SLIDER_JS, element, str(target))
+            after = _state(driver, figure)
+            assert after["values"] != before["values"], f"{page}: slider {label!r} did not change the values"
+            assert after["svg"] != before["svg"], f"{page}: slider {label!r} did not redraw the figure"
+        # keyboard: focus the first slider and press the right arrow
+        first = inputs[0]
+        before = _state(driver, figure)
+        if float(first.get_attribute("value")) >= float(first.get_attribute("max")):
+            first.send_keys(Keys.ARROW_LEFT)
+        else:
+            first.send_keys(Keys.ARROW_RIGHT)
+        assert _state(driver, figure)["values"] != before["values"], f"{page}: keyboard did not move a slider"
+    errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, f"{page}: console errors while moving sliders: {errors}"
+
+
+def _settings(spec) -> list[dict]:
+    """Slider positions to test: defaults, all minima, all maxima (lengths kept moderate)."""
+    lows, highs = {}, {}
+    for p in spec["params"]:
+        if p["kind"] == "choice":
+            continue
+        lows[p["name"]] = p["min"]
+        top = p["max"]
+        if p["name"] in LENGTHS:
+            top = min(p["max"], p["min"] + 32 * p["step"])
+        highs[p["name"]] = top
+    return [{}, lows, highs]
+
+
+def _compare(page_data: dict, expected: dict, where: str) -> None:
+    for got, want in zip(page_data["panels"], expected["panels"], strict=True):
+        assert got["kind"] == want["kind"], where
+        if want["kind"] == "lines":
+            for gs, ws in zip(got["series"], want["series"], strict=True):
+                np.testing.assert_array_equal(gs["x"], ws["x"], err_msg=where)
+                scale = max(1.0, float(np.max(np.abs(ws["y"]))))
+                np.testing.assert_allclose(gs["y"], ws["y"], rtol=0, atol=1e-9 * scale, err_msg=where)
+            assert got["vlines"] == [v["x"] for v in want["vlines"]], where
+        elif want["kind"] == "heatmap":
+            z = np.asarray(got["z"]).reshape(got["ny"], got["nx"])
+            np.testing.assert_allclose(z, want["z"], rtol=0, atol=1e-9 * float(np.max(np.abs(want["z"]))), err_msg=where)
+        else:
+            want_xy = [[a["x"], a["y"]] for a in want["arrows"]]
+            np.testing.assert_allclose(got["arrows"], want_xy, rtol=0, atol=1e-12, err_msg=where)
+
+
+@pytest.mark.parametrize("page", FIGURE_PAGES, ids=lambda p: p.as_posix())
+def test_page_computes_what_rope_lib_computes(site, page) -> None:
+    import json
+
+    driver = _open(site, page)
+    for figure in _figures(driver):
+        spec = json.loads(figure.find_element("css selector", "script.ropefig-spec").get_attribute("textContent"))
+        assert spec["model"] in MODELS
+        for setting in _settings(spec):
+            for k, p in enumerate(spec["params"]):
+                if p["name"] in setting:
+                    element = figure.find_element("id", f"{spec['id']}-{k}")
+                    driver.execute_script(SET_SLIDER_JS, element, str(setting[p["name"]]))
+            state = _state(driver, figure)
+            expected = compute(spec["model"], **state["values"])
+            _compare(state, expected, f"{page} {spec['model']} at {state['values']}")
+
+
+CONTRAST_JS = """
+const lum = (c) => {
+  const v = c.match(/[\\d.]+/g).slice(0, 3).map(Number).map((x) => x / 255)
+    .map((x) => (x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4)));
+  return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2];
+};
+return [...document.querySelectorAll('figure.ropefig, figure.ropefig figcaption, figure.ropefig label,'
+    + ' figure.ropefig .ropefig-readout')].map((e) => {
+  const fig = e.closest('figure.ropefig');
+  const a = lum(getComputedStyle(e).color), b = lum(getComputedStyle(fig).backgroundColor);
+  return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+});
+"""
+
+
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_figure_text_has_enough_contrast(site, mode) -> None:
+    """WCAG AA contrast (4.5:1) for the figures' text in the theme's light and dark modes."""
+    if not FIGURE_PAGES:
+        pytest.skip("no interactive figure")
+    driver = _open(site, FIGURE_PAGES[0])
+    driver.execute_script(f"localStorage.setItem('theme', '{mode}'); localStorage.setItem('mode', '{mode}');")
+    driver.refresh()
+    wait_for_math(driver)
+    assert driver.execute_script("return document.documentElement.dataset.theme") == mode
+    ratios = driver.execute_script(CONTRAST_JS)
+    assert ratios and min(ratios) >= 4.5, f"{mode} mode: contrast ratios {ratios}"
+    name = FIGURE_PAGES[0].as_posix().replace("/", "__")
+    screenshot_full_page(driver, SCREENSHOTS / f"{name}-{mode}.png")
+    driver.execute_script("localStorage.removeItem('theme'); localStorage.removeItem('mode');")
