@@ -10,38 +10,31 @@ in the book's notation page and in ``API.md``; everything listed in a module's
 
 from __future__ import annotations
 
-from . import (
-    attention,
-    base_bound,
-    context_extension,
-    decay,
-    frequencies,
-    rotation,
-    sinusoidal,
-    taylor,
+from importlib import import_module
+
+# The concept modules, in the book's order.  Each one's ``__all__`` is re-exported
+# here, so ``from rope_lib import theta, apply_rope, ...`` works.
+_MODULES = tuple(
+    import_module(f"{__name__}.{name}")
+    for name in (
+        "frequencies",
+        "attention",
+        "taylor",
+        "sinusoidal",
+        "rotation",
+        "decay",
+        "base_bound",
+        "context_extension",
+    )
 )
-from .attention import *  # noqa: F401,F403
-from .base_bound import *  # noqa: F401,F403
-from .context_extension import *  # noqa: F401,F403
-from .decay import *  # noqa: F401,F403
-from .frequencies import *  # noqa: F401,F403
-from .rotation import *  # noqa: F401,F403
-from .sinusoidal import *  # noqa: F401,F403
-from .taylor import *  # noqa: F401,F403
+
+__all__: list[str] = []
+for _module in _MODULES:
+    for _name in _module.__all__:
+        if _name in __all__:  # one public name, one meaning
+            raise ImportError(f"rope_lib.{_name} is exported by two modules")
+        globals()[_name] = getattr(_module, _name)
+    __all__ += _module.__all__
+del _module, _name
 
 __version__ = "0.1.0"
-
-__all__ = [
-    name
-    for module in (
-        frequencies,
-        attention,
-        taylor,
-        sinusoidal,
-        rotation,
-        decay,
-        base_bound,
-        context_extension,
-    )
-    for name in module.__all__
-]

@@ -285,11 +285,10 @@ def _compute_schedules(v: dict) -> dict:
     from .decay import schedule_score
 
     x = np.arange(v["max_distance"] + 1)
-    names = ("10000^-t", "1000^-t", "t^alpha", "t")
-    series = [
-        (f"t^{_fmt(v['alpha'])}" if name == "t^alpha" else name, x, schedule_score(x, v["d"], name, alpha=v["alpha"]))
-        for name in names
-    ]
+    alpha = f"t^{v['alpha']!r}"
+    names = {"10000^-t": "10000^-t", "1000^-t": "1000^-t", alpha: f"t^{_fmt(v['alpha'])}", "t": "t"}
+    # schedule_score is 2 Σ cos(x θ_t); dividing by d gives the normalised (2/d) Σ cos.
+    series = [(label, x, schedule_score(x, v["d"], name) / v["d"]) for name, label in names.items()]
     return {
         "panels": [
             _lines("(2/d) Σ cos(x θ_t) for four schedules", "relative distance x", "normalised score", series)
