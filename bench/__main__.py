@@ -16,7 +16,11 @@ from pathlib import Path
 
 def main(argv: list[str]) -> None:
     here = Path(__file__).parent
-    topics = sorted(m.name[len("bench_") :] for m in pkgutil.iter_modules([str(here)]) if m.name.startswith("bench_"))
+    topics = sorted(
+        m.name[len("bench_") :]
+        for m in pkgutil.iter_modules([str(here)])
+        if m.name.startswith("bench_")
+    )
     chosen = argv or topics
     unknown = sorted(set(chosen) - set(topics))
     if unknown:

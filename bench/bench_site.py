@@ -33,7 +33,9 @@ REPEATS = 7
 
 def _rebuild_seconds() -> float:
     start = time.perf_counter()
-    subprocess.run(["make", "--no-print-directory", "book"], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(
+        ["make", "--no-print-directory", "book"], cwd=ROOT, check=True, capture_output=True
+    )
     return time.perf_counter() - start
 
 
@@ -82,7 +84,9 @@ def main() -> None:
             driver.get(base_url + page.as_posix())
             for figure in driver.find_elements("css selector", "figure.ropefig"):
                 spec = json.loads(
-                    figure.find_element("css selector", "script.ropefig-spec").get_attribute("textContent")
+                    figure.find_element("css selector", "script.ropefig-spec").get_attribute(
+                        "textContent"
+                    )
                 )
                 default = _time_figure(driver, figure, spec, {})
                 heavy = _time_figure(driver, figure, spec, _heaviest(spec))
@@ -93,16 +97,26 @@ def main() -> None:
     worst = 0.0
     for page, model, default, heavy, values in rows:
         worst = max(worst, statistics.median(heavy))
-        shown = {k: v for k, v in values.items() if k in {"d", "max_distance", "max_m", "positions"}}
+        shown = {
+            k: v for k, v in values.items() if k in {"d", "max_distance", "max_m", "positions"}
+        }
         print(
             f"{page:28} {model:18} {min(default):6.1f} / {statistics.median(default):5.1f}"
             f" {min(heavy):6.1f} / {statistics.median(heavy):5.1f}  {shown}"
         )
     if rows:
-        print(f"worst median redraw: {worst:.1f} ms -> {'within' if worst <= 50 else 'OVER'} the 50 ms target")
-    print("\nlive-kernel path (compute + matplotlib redraw), seconds, at each model's heaviest settings")
+        print(
+            f"worst median redraw: {worst:.1f} ms -> {'within' if worst <= 50 else 'OVER'} the 50 ms target"
+        )
+    print(
+        "\nlive-kernel path (compute + matplotlib redraw), seconds, at each model's heaviest settings"
+    )
     for model, spec in MODELS.items():
-        heavy = {p.name: p.max for p in spec.params if p.name == "d" or p.name in {"max_distance", "max_m", "positions"}}
+        heavy = {
+            p.name: p.max
+            for p in spec.params
+            if p.name == "d" or p.name in {"max_distance", "max_m", "positions"}
+        }
         print(f"  {model:18} {_python_seconds(model, heavy):6.3f} s  {heavy}")
 
 

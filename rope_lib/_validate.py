@@ -36,7 +36,9 @@ def check_dim(d: Any, name: str = "d") -> int:
 def check_base(base: Any, name: str = "base") -> float:
     """Return ``base`` as a ``float`` if it is a finite real number > 1, else raise."""
     if _is_bool(base) or not isinstance(base, numbers.Real):
-        raise TypeError(f"{name} must be a real number > 1, got {base!r} of type {type(base).__name__}")
+        raise TypeError(
+            f"{name} must be a real number > 1, got {base!r} of type {type(base).__name__}"
+        )
     value = float(base)
     if not np.isfinite(value) or value <= 1.0:
         raise ValueError(f"{name} must be a finite real number > 1, got {base!r}")
@@ -56,7 +58,9 @@ def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
     return value
 
 
-def check_integer_array(values: Any, name: str = "positions", ndim: int | None = None) -> np.ndarray:
+def check_integer_array(
+    values: Any, name: str = "positions", ndim: int | None = None
+) -> np.ndarray:
     """Return ``values`` as an ``int64`` array if every entry is a finite whole number.
 
     Floats are accepted when they hold whole numbers (``3.0``), because position
@@ -64,7 +68,9 @@ def check_integer_array(values: Any, name: str = "positions", ndim: int | None =
     """
     arr = np.asarray(values)
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
-        raise TypeError(f"{name} must be integers (a number or an array of numbers), got {values!r}")
+        raise TypeError(
+            f"{name} must be integers (a number or an array of numbers), got {values!r}"
+        )
     if arr.dtype == bool:
         raise TypeError(f"{name} must be integers, not booleans")
     if np.iscomplexobj(arr):

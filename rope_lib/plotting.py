@@ -11,9 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import matplotlib
-
-
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
@@ -62,6 +59,9 @@ def new_figure(
 ) -> tuple[Figure, Axes | Sequence[Axes]]:
     """Return ``(fig, axes)`` in the book's style.
 
+    The figure is already closed in pyplot's registry: return it from a cell (or
+    ``display`` it) to show it exactly once.
+
     Parameters
     ----------
     ncols, nrows : int
@@ -72,7 +72,12 @@ def new_figure(
         Passed on to :func:`matplotlib.pyplot.subplots`.
     """
     with plt.rc_context(STYLE):
-        fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), layout="constrained", **kwargs)
+        fig, axes = plt.subplots(
+            nrows, ncols, figsize=(width, height), layout="constrained", **kwargs
+        )
+    # Closed at once: the figure still draws when a cell returns it, but the inline
+    # backend no longer shows it a second time at the end of the cell.
+    plt.close(fig)
     fig.set_facecolor("white")
     axes_list = axes.ravel() if hasattr(axes, "ravel") else [axes]
     for ax in axes_list:

@@ -68,7 +68,9 @@ class Param:
             raise TypeError(f"{self.name} must be a number, got {value!r}")
         lo, hi = (10.0**self.min, 10.0**self.max) if self.kind == "log" else (self.min, self.max)
         if not lo <= value <= hi * (1 + 1e-12):
-            raise ValueError(f"{self.name} must lie in [{lo:g}, {hi:g}] for this figure, got {value!r}")
+            raise ValueError(
+                f"{self.name} must lie in [{lo:g}, {hi:g}] for this figure, got {value!r}"
+            )
         if self.kind == "int":
             if float(value) != int(value) or (int(value) - self.min) % self.step:
                 raise ValueError(
@@ -105,7 +107,11 @@ MODELS: dict[str, Model] = {
             "Inner products of sinusoidal position encodings",
             "Heatmap of the inner product of the sinusoidal encodings of positions m and n, "
             "and its profile against the distance",
-            (_d(64, 2, 256), _base(1e4, 0.5, 6.0), Param("positions", "positions", "int", 16, 256, 16, 64)),
+            (
+                _d(64, 2, 256),
+                _base(1e4, 0.5, 6.0),
+                Param("positions", "positions", "int", 16, 256, 16, 64),
+            ),
         ),
         Model(
             "rotation_2d",
@@ -171,7 +177,10 @@ def _lines(title: str, xlabel: str, ylabel: str, series, vlines=()) -> dict:
         "title": title,
         "xlabel": xlabel,
         "ylabel": ylabel,
-        "series": [{"label": lab, "x": np.asarray(x, float), "y": np.asarray(y, float)} for lab, x, y in series],
+        "series": [
+            {"label": lab, "x": np.asarray(x, float), "y": np.asarray(y, float)}
+            for lab, x, y in series
+        ],
         "vlines": list(vlines),
     }
 
@@ -216,6 +225,7 @@ def _compute_sinusoidal(v: dict) -> dict:
     n = v["positions"]
     p = sinusoidal(np.arange(n), v["d"], v["base"])
     gram = p @ p.T
+    # sequential colour scale from the smallest inner product up to d/2 (the diagonal)
     return {
         "panels": [
             {
@@ -226,7 +236,7 @@ def _compute_sinusoidal(v: dict) -> dict:
                 "z": gram,
                 "nx": n,
                 "ny": n,
-                "vmin": -v["d"] / 2,
+                "vmin": float(gram.min()),
                 "vmax": v["d"] / 2,
             },
             _lines(
@@ -256,7 +266,10 @@ def _compute_rotation_2d(v: dict) -> dict:
                 "title": "q rotated by mθ, k rotated by nθ",
                 "xlabel": "coordinate 0",
                 "ylabel": "coordinate 1",
-                "arrows": [{"label": lab, "x": float(a[0]), "y": float(a[1]), "faint": f} for lab, a, f in arrows],
+                "arrows": [
+                    {"label": lab, "x": float(a[0]), "y": float(a[1]), "faint": f}
+                    for lab, a, f in arrows
+                ],
             }
         ],
         "readout": f"score (R_m q)·(R_n k) = {score:.4f} depends on n − m = {v['n'] - v['m']} only",
@@ -291,7 +304,12 @@ def _compute_schedules(v: dict) -> dict:
     series = [(label, x, schedule_score(x, v["d"], name) / v["d"]) for name, label in names.items()]
     return {
         "panels": [
-            _lines("(2/d) Σ cos(x θ_t) for four schedules", "relative distance x", "normalised score", series)
+            _lines(
+                "(2/d) Σ cos(x θ_t) for four schedules",
+                "relative distance x",
+                "normalised score",
+                series,
+            )
         ],
         "readout": f"d = {v['d']}, α = {_fmt(v['alpha'])}",
     }
@@ -373,7 +391,9 @@ def render_matplotlib(data: dict, title: str | None = None):
             if len(panel["series"]) > 1 or panel["vlines"]:
                 ax.legend()
         elif panel["kind"] == "heatmap":
-            image = ax.imshow(panel["z"], cmap=CMAP, vmin=panel["vmin"], vmax=panel["vmax"], origin="upper")
+            image = ax.imshow(
+                panel["z"], cmap=CMAP, vmin=panel["vmin"], vmax=panel["vmax"], origin="upper"
+            )
             ax.grid(False)
             fig.colorbar(image, ax=ax, shrink=0.85)
         elif panel["kind"] == "arrows":
@@ -384,7 +404,11 @@ def render_matplotlib(data: dict, title: str | None = None):
                     "",
                     xy=(a["x"], a["y"]),
                     xytext=(0, 0),
-                    arrowprops={"arrowstyle": "->", "color": style["color"], "alpha": 0.5 if a["faint"] else 1.0},
+                    arrowprops={
+                        "arrowstyle": "->",
+                        "color": style["color"],
+                        "alpha": 0.5 if a["faint"] else 1.0,
+                    },
                 )
                 ax.text(a["x"], a["y"], " " + a["label"], color=style["color"])
             ax.set_xlim(-r, r)
@@ -439,7 +463,10 @@ class InteractiveFigure:
         self.widget = _live_widget(model, values) if live else None
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        bundle = {"text/plain": f"<interactive figure {self.model!r} {self.values}>", "text/html": self.html}
+        bundle = {
+            "text/plain": f"<interactive figure {self.model!r} {self.values}>",
+            "text/html": self.html,
+        }
         if self.widget is not None:
             bundle.update(self.widget._repr_mimebundle_())
             bundle["text/html"] = self.html  # fallback for front ends without ipywidgets
@@ -456,13 +483,28 @@ def _live_widget(model: str, values: dict[str, Any]):
     for p in spec.params:
         style = {"description_width": "initial"}
         if p.kind == "int":
-            controls[p.name] = w.IntSlider(values[p.name], p.min, p.max, p.step, description=p.label, style=style)
+            controls[p.name] = w.IntSlider(
+                values[p.name], p.min, p.max, p.step, description=p.label, style=style
+            )
         elif p.kind == "float":
-            controls[p.name] = w.FloatSlider(values[p.name], min=p.min, max=p.max, step=p.step, description=p.label, style=style)
+            controls[p.name] = w.FloatSlider(
+                values[p.name], min=p.min, max=p.max, step=p.step, description=p.label, style=style
+            )
         elif p.kind == "log":
-            controls[p.name] = w.FloatLogSlider(values[p.name], base=10, min=p.min, max=p.max, step=p.step, description=p.label, style=style)
+            controls[p.name] = w.FloatLogSlider(
+                values[p.name],
+                base=10,
+                min=p.min,
+                max=p.max,
+                step=p.step,
+                description=p.label,
+                style=style,
+            )
         else:
-            controls[p.name] = w.Dropdown(options=list(p.choices), value=values[p.name], description=p.label, style=style)
+            controls[p.name] = w.Dropdown(
+                options=list(p.choices), value=values[p.name], description=p.label, style=style
+            )
+
     def redraw(**kw):
         fig = render_matplotlib(compute(model, **kw))
         display(fig)

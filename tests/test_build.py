@@ -45,9 +45,19 @@ def _make_book(folder: Path, cell: str) -> None:
 
 def _build(folder: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["make", "--no-print-directory", "-C", str(folder), "-f", str(ROOT / "Makefile"),
-         "jb-build", f"VENV={ROOT / '.venv'}"],
-        capture_output=True, text=True, timeout=600,
+        [
+            "make",
+            "--no-print-directory",
+            "-C",
+            str(folder),
+            "-f",
+            str(ROOT / "Makefile"),
+            "jb-build",
+            f"VENV={ROOT / '.venv'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 

@@ -25,7 +25,10 @@ def _notebooks() -> list[Path]:
 def test_chapter_executes(path: Path) -> None:
     notebook = jupytext.read(path)
     client = NotebookClient(
-        notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(CHAPTERS)}}
+        notebook,
+        timeout=900,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(CHAPTERS)}},
     )
     try:
         client.execute()

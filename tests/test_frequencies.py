@@ -24,7 +24,9 @@ bases = st.floats(min_value=1.0001, max_value=1e12)
 @given(d=dims, base=bases)
 def test_theta_matches_mpmath_power(d: int, base: float) -> None:
     mpmath.mp.dps = 30
-    expected = [float(mpmath.power(mpmath.mpf(base), -mpmath.mpf(2 * i) / d)) for i in range(d // 2)]
+    expected = [
+        float(mpmath.power(mpmath.mpf(base), -mpmath.mpf(2 * i) / d)) for i in range(d // 2)
+    ]
     got = theta(d, base)
     # The exponent 2i/d is rounded to float64, so theta_i carries a relative error of
     # order |ln theta_i| * 2^-53: the problem's condition number, allowed here.

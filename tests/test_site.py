@@ -103,7 +103,9 @@ def test_every_slider_is_labelled_and_moves_its_figure(site, page) -> None:
         inputs = figure.find_elements("css selector", "input[type=range], select")
         assert inputs, f"{page}: a figure without controls"
         for element in inputs:
-            label = driver.execute_script("return [...arguments[0].labels].map(l => l.textContent).join(' ')", element)
+            label = driver.execute_script(
+                "return [...arguments[0].labels].map(l => l.textContent).join(' ')", element
+            )
             assert label.strip(), f"{page}: a slider without a label"
             before = _state(driver, figure)
             lo, hi, step, value = (
@@ -112,8 +114,12 @@ def test_every_slider_is_labelled_and_moves_its_figure(site, page) -> None:
             target = value + step if value + step <= hi else value - step
             driver.execute_script(SET_SLIDER_JS, element, str(target))
             after = _state(driver, figure)
-            assert after["values"] != before["values"], f"{page}: slider {label!r} did not change the values"
-            assert after["svg"] != before["svg"], f"{page}: slider {label!r} did not redraw the figure"
+            assert after["values"] != before["values"], (
+                f"{page}: slider {label!r} did not change the values"
+            )
+            assert after["svg"] != before["svg"], (
+                f"{page}: slider {label!r} did not redraw the figure"
+            )
         # keyboard: focus the first slider and press the right arrow
         first = inputs[0]
         before = _state(driver, figure)
@@ -121,7 +127,9 @@ def test_every_slider_is_labelled_and_moves_its_figure(site, page) -> None:
             first.send_keys(Keys.ARROW_LEFT)
         else:
             first.send_keys(Keys.ARROW_RIGHT)
-        assert _state(driver, figure)["values"] != before["values"], f"{page}: keyboard did not move a slider"
+        assert _state(driver, figure)["values"] != before["values"], (
+            f"{page}: keyboard did not move a slider"
+        )
     errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, f"{page}: console errors while moving sliders: {errors}"
 
@@ -147,11 +155,15 @@ def _compare(page_data: dict, expected: dict, where: str) -> None:
             for gs, ws in zip(got["series"], want["series"], strict=True):
                 np.testing.assert_array_equal(gs["x"], ws["x"], err_msg=where)
                 scale = max(1.0, float(np.max(np.abs(ws["y"]))))
-                np.testing.assert_allclose(gs["y"], ws["y"], rtol=0, atol=1e-9 * scale, err_msg=where)
+                np.testing.assert_allclose(
+                    gs["y"], ws["y"], rtol=0, atol=1e-9 * scale, err_msg=where
+                )
             assert got["vlines"] == [v["x"] for v in want["vlines"]], where
         elif want["kind"] == "heatmap":
             z = np.asarray(got["z"]).reshape(got["ny"], got["nx"])
-            np.testing.assert_allclose(z, want["z"], rtol=0, atol=1e-9 * float(np.max(np.abs(want["z"]))), err_msg=where)
+            np.testing.assert_allclose(
+                z, want["z"], rtol=0, atol=1e-9 * float(np.max(np.abs(want["z"]))), err_msg=where
+            )
         else:
             want_xy = [[a["x"], a["y"]] for a in want["arrows"]]
             np.testing.assert_allclose(got["arrows"], want_xy, rtol=0, atol=1e-12, err_msg=where)
@@ -163,7 +175,9 @@ def test_page_computes_what_rope_lib_computes(site, page) -> None:
 
     driver = _open(site, page)
     for figure in _figures(driver):
-        spec = json.loads(figure.find_element("css selector", "script.ropefig-spec").get_attribute("textContent"))
+        spec = json.loads(
+            figure.find_element("css selector", "script.ropefig-spec").get_attribute("textContent")
+        )
         assert spec["model"] in MODELS
         for setting in _settings(spec):
             for k, p in enumerate(spec["params"]):
@@ -196,7 +210,9 @@ def test_figure_text_has_enough_contrast(site, mode) -> None:
     if not FIGURE_PAGES:
         pytest.skip("no interactive figure")
     driver = _open(site, FIGURE_PAGES[0])
-    driver.execute_script(f"localStorage.setItem('theme', '{mode}'); localStorage.setItem('mode', '{mode}');")
+    driver.execute_script(
+        f"localStorage.setItem('theme', '{mode}'); localStorage.setItem('mode', '{mode}');"
+    )
     driver.refresh()
     wait_for_math(driver)
     assert driver.execute_script("return document.documentElement.dataset.theme") == mode

@@ -36,11 +36,15 @@ def test_sinusoidal_model_is_the_gram_matrix(d: int, base: float, n: int) -> Non
     np.testing.assert_allclose(_series(data, 1), expected[0], atol=1e-11)
 
 
-@pytest.mark.parametrize(("m", "n", "theta"), [(0, 0, 0.4), (2, 5, 0.4), (17, 3, 1.5), (20, 20, 0.05)])
+@pytest.mark.parametrize(
+    ("m", "n", "theta"), [(0, 0, 0.4), (2, 5, 0.4), (17, 3, 1.5), (20, 20, 0.05)]
+)
 def test_rotation_model_score_depends_on_n_minus_m(m: int, n: int, theta: float) -> None:
     data = compute("rotation_2d", m=m, n=n, theta=theta)
     q, k, phi = (1.0, 0.3), (0.8, 0.6), (n - m) * theta
-    expected = math.cos(phi) * (q[0] * k[0] + q[1] * k[1]) + math.sin(phi) * (q[1] * k[0] - q[0] * k[1])
+    expected = math.cos(phi) * (q[0] * k[0] + q[1] * k[1]) + math.sin(phi) * (
+        q[1] * k[0] - q[0] * k[1]
+    )
     assert data["score"] == pytest.approx(expected, abs=1e-14)
     arrows = data["panels"][0]["arrows"]
     assert math.hypot(arrows[2]["x"], arrows[2]["y"]) == pytest.approx(math.hypot(*q))
@@ -144,7 +148,11 @@ def test_static_html_is_self_contained(model: str) -> None:
 
 
 def test_log_sliders_carry_the_exponent() -> None:
-    spec = json.loads(re.search(r'class="ropefig-spec">(.*?)</script>', static_html("ones_score", base=1e6)).group(1))
+    spec = json.loads(
+        re.search(
+            r'class="ropefig-spec">(.*?)</script>', static_html("ones_score", base=1e6)
+        ).group(1)
+    )
     base = next(p for p in spec["params"] if p["name"] == "base")
     assert base["kind"] == "log" and base["value"] == pytest.approx(6.0)
 

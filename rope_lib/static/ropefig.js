@@ -106,10 +106,12 @@
       const g = cosSums(n, theta(d, base));
       const z = new Float64Array(n * n);
       for (let m = 0; m < n; m++) for (let k = 0; k < n; k++) z[m * n + k] = g[Math.abs(m - k)];
+      let lo = Infinity;
+      for (let x = 0; x < n; x++) lo = Math.min(lo, g[x]);
       return {
         panels: [
           { kind: "heatmap", title: "⟨p_m, p_n⟩", xlabel: "position n", ylabel: "position m",
-            z: z, nx: n, ny: n, vmin: -d / 2, vmax: d / 2 },
+            z: z, nx: n, ny: n, vmin: lo, vmax: d / 2 },
           { kind: "lines", title: "⟨p_0, p_x⟩ = Σ cos(x θ_i)", xlabel: "distance x",
             ylabel: "inner product", series: [{ label: "⟨p_0, p_x⟩", x: range(n), y: g }], vlines: [] },
         ],
@@ -302,7 +304,7 @@
     const canvas = document.createElement("canvas");
     canvas.width = panel.nx; canvas.height = panel.ny;
     const ctx = canvas.getContext("2d"), img = ctx.createImageData(panel.nx, panel.ny);
-    const span = panel.vmax - panel.vmin;
+    const span = panel.vmax - panel.vmin || 1;
     for (let p = 0; p < panel.nx * panel.ny; p++) {
       const c = colour((panel.z[p] - panel.vmin) / span);
       img.data[4 * p] = c[0]; img.data[4 * p + 1] = c[1]; img.data[4 * p + 2] = c[2]; img.data[4 * p + 3] = 255;
