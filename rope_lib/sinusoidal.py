@@ -1,0 +1,542 @@
+"""The sinusoidal position encoding, derived from :math:`\\langle p_m, p_n\\rangle = g(m - n)`.
+
+Chapter 3 (``chapters/03_sinusoidal.md``) solves the functional equation
+:math:`\\langle \\boldsymbol p_m, \\boldsymbol p_n\\rangle = g(m - n)` with complex numbers and
+finds :math:`p_m = (e^{\\mathrm i m\\theta_0}, \\dots, e^{\\mathrm i m\\theta_{d/2-1}})`.  This
+module computes that solution in its three equivalent forms and the objects the chapter
+studies:
+
+* :func:`complex_encoding`: the complex vector of :math:`d/2` unit phasors;
+* :func:`cos_sin_encoding`: its real view, pairs :math:`(\\cos m\\theta_i, \\sin m\\theta_i)`;
+* :func:`sinusoidal`: the layout of *Attention Is All You Need*, pairs
+  :math:`(\\sin m\\theta_i, \\cos m\\theta_i)`, related to the previous one by the fixed
+  permutation :func:`vaswani_permutation`;
+* :func:`gram_matrix`: the inner products :math:`\\langle p_m, p_n\\rangle`;
+* :func:`diagonal_h_score` and :func:`diagonal_h_parts`: the score
+  :math:`p_m^\\top \\operatorname{diag}(h)\\, p_n` and its split into a relative
+  (:math:`\\cos (m-n)\\theta_i`) and an absolute (:math:`\\cos (m+n)\\theta_i`) part;
+* :func:`shift_matrix`: the matrix :math:`M_k` with :math:`p_{m+k} = M_k p_m`;
+* :func:`symbolic_encoding`: the same encoding as a sympy matrix, for proofs;
+* :func:`plot_inner_products` and :func:`plot_encoding`: the chapter's figures.
+
+Positions may be any finite real numbers here: the derivation never uses that they are
+whole numbers, and fractional positions are what position interpolation feeds in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import sympy as sp
+from matplotlib.figure import Figure
+
+from . import plotting
+from ._validate import check_base, check_dim, check_positive_int, check_real_array
+from .frequencies import theta
+
+__all__ = [
+    "sinusoidal",
+    "complex_encoding",
+    "cos_sin_encoding",
+    "vaswani_permutation",
+    "gram_matrix",
+    "diagonal_h_score",
+    "diagonal_h_parts",
+    "shift_matrix",
+    "symbolic_encoding",
+    "plot_inner_products",
+    "plot_encoding",
+]
+
+_LAYOUTS = ("sin_cos", "cos_sin")
+
+
+def _positions(positions: Any, name: str = "positions") -> np.ndarray:
+    """Finite real positions as a 1-D float64 array (a scalar is refused)."""
+    arr = check_real_array(positions, name)
+    if arr.ndim != 1:
+        raise ValueError(
+            f"{name} must be a 1-D sequence of finite real numbers, got an array of shape "
+            f"{arr.shape}; wrap a single position in a list"
+        )
+    return arr
+
+
+def _angles(positions: np.ndarray, d: int, base: float) -> np.ndarray:
+    """Angles m * theta_i, shape (len(positions), d/2), computed in float64."""
+    return positions[:, None] * theta(d, base)[None, :]
+
+
+def _check_layout(layout: Any) -> str:
+    if layout not in _LAYOUTS:
+        raise ValueError(f"layout must be one of {_LAYOUTS}, got {layout!r}")
+    return layout
+
+
+def sinusoidal(positions: Any, d: int, base: float = 10000.0) -> np.ndarray:
+    r"""The sinusoidal position encoding in the layout of Vaswani et al. (2017).
+
+    .. math::
+        P_{m, 2i} = \sin(m\theta_i), \qquad P_{m, 2i+1} = \cos(m\theta_i), \qquad
+        \theta_i = b^{-2i/d}, \quad i = 0, \dots, d/2 - 1.
+
+    Pair 0 (columns 0 and 1) turns fastest, with :math:`\theta_0 = 1`.
+
+    Parameters
+    ----------
+    positions : array_like
+        1-D sequence of finite real positions :math:`m` (usually ``0, 1, ..., T-1``;
+        fractional positions are allowed, since the formula is defined for every real
+        :math:`m`).
+    d : int
+        Dimension of the encoding; an even integer >= 2.
+    base : float
+        The base :math:`b > 1` of the frequencies (10000 in the paper).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of shape ``(len(positions), d)``.
+
+    Raises
+    ------
+    TypeError
+        If ``d`` is not an integer, ``base`` is not a real number, or ``positions`` is not
+        numeric (or is complex).
+    ValueError
+        If ``d`` is odd or < 2, ``base <= 1`` or not finite, or ``positions`` is not 1-D or
+        holds ``nan``/``inf``.
+    """
+    pos = _positions(positions)
+    d = check_dim(d)
+    base = check_base(base)
+    angles = _angles(pos, d, base)
+    out = np.empty((pos.shape[0], d), dtype=np.float64)
+    out[:, 0::2] = np.sin(angles)
+    out[:, 1::2] = np.cos(angles)
+    return out
+
+
+def complex_encoding(positions: Any, d: int, base: float = 10000.0) -> np.ndarray:
+    r"""The complex solution of :math:`\langle p_m, p_n\rangle = g(m-n)`: :math:`d/2` phasors.
+
+    .. math::
+        \boldsymbol p_m = \left(e^{\mathrm i m\theta_0}, e^{\mathrm i m\theta_1}, \dots,
+        e^{\mathrm i m\theta_{d/2-1}}\right), \qquad \theta_i = b^{-2i/d}.
+
+    Parameters
+    ----------
+    positions : array_like
+        1-D sequence of finite real positions.
+    d : int
+        Real dimension of the encoding (even, >= 2); the result has ``d // 2`` columns.
+    base : float
+        The base :math:`b > 1`.
+
+    Returns
+    -------
+    numpy.ndarray
+        complex128 array of shape ``(len(positions), d // 2)``.
+    """
+    pos = _positions(positions)
+    d = check_dim(d)
+    base = check_base(base)
+    angles = _angles(pos, d, base)
+    return np.cos(angles) + 1j * np.sin(angles)
+
+
+def cos_sin_encoding(positions: Any, d: int, base: float = 10000.0) -> np.ndarray:
+    r"""Real view of :func:`complex_encoding`: each phasor becomes the pair (real, imaginary).
+
+    .. math::
+        \boldsymbol p_m = \left(\cos m\theta_0, \sin m\theta_0, \cos m\theta_1, \sin m\theta_1,
+        \dots, \cos m\theta_{d/2-1}, \sin m\theta_{d/2-1}\right).
+
+    This is the form the complex derivation produces; :func:`sinusoidal` holds the same
+    numbers with the two entries of every pair swapped (see :func:`vaswani_permutation`).
+
+    Parameters
+    ----------
+    positions : array_like
+        1-D sequence of finite real positions.
+    d : int
+        Dimension of the encoding; an even integer >= 2.
+    base : float
+        The base :math:`b > 1`.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of shape ``(len(positions), d)``.
+    """
+    z = complex_encoding(positions, d, base)
+    out = np.empty((z.shape[0], 2 * z.shape[1]), dtype=np.float64)
+    out[:, 0::2] = z.real
+    out[:, 1::2] = z.imag
+    return out
+
+
+def vaswani_permutation(d: int) -> np.ndarray:
+    r"""The fixed permutation that turns the (cos, sin) layout into Vaswani's (sin, cos) layout.
+
+    Returns ``perm`` with ``sinusoidal(pos, d, b) == cos_sin_encoding(pos, d, b)[:, perm]``:
+
+    .. math:: \pi(2i) = 2i + 1, \qquad \pi(2i + 1) = 2i, \qquad i = 0, \dots, d/2 - 1.
+
+    The permutation swaps the two entries of every pair.  It is its own inverse and an
+    orthogonal map, so it leaves every inner product :math:`\langle p_m, p_n\rangle`
+    unchanged.  Read as complex numbers, the swap maps :math:`e^{\mathrm i m\theta}` to
+    :math:`\sin m\theta + \mathrm i\cos m\theta = \mathrm i\, e^{-\mathrm i m\theta}`: Vaswani's
+    pairs turn clockwise (the sign of :math:`\theta` flips) from a starting phase of
+    :math:`\pi/2`.
+
+    Parameters
+    ----------
+    d : int
+        Dimension of the encoding; an even integer >= 2.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 array of shape ``(d,)``: ``[1, 0, 3, 2, ..., d-1, d-2]``.
+    """
+    d = check_dim(d)
+    perm = np.arange(d, dtype=np.int64)
+    perm[0::2] += 1
+    perm[1::2] -= 1
+    return perm
+
+
+def gram_matrix(
+    m_positions: Any, d: int, base: float = 10000.0, n_positions: Any = None
+) -> np.ndarray:
+    r"""Inner products of sinusoidal encodings, :math:`G_{mn} = \langle p_m, p_n\rangle`.
+
+    Computed as ``sinusoidal(m) @ sinusoidal(n).T``, i.e. from the encodings themselves,
+    not from the closed form; the chapter proves that
+
+    .. math::
+        \langle \boldsymbol p_m, \boldsymbol p_n\rangle
+        = \sum_{i=0}^{d/2-1}\cos\big((m-n)\theta_i\big).
+
+    Parameters
+    ----------
+    m_positions : array_like
+        1-D sequence of finite real positions (rows).
+    d : int
+        Dimension of the encoding; an even integer >= 2.
+    base : float
+        The base :math:`b > 1`.
+    n_positions : array_like, optional
+        1-D sequence of finite real positions (columns); defaults to ``m_positions``.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of shape ``(len(m_positions), len(n_positions))``.
+    """
+    m_arr = _positions(m_positions, "m_positions")
+    n_arr = None if n_positions is None else _positions(n_positions, "n_positions")
+    p_m = sinusoidal(m_arr, d, base)
+    p_n = p_m if n_arr is None else sinusoidal(n_arr, d, base)
+    return p_m @ p_n.T
+
+
+def _diag_h(h: Any) -> np.ndarray:
+    arr = check_real_array(h, "h")
+    if arr.ndim != 1 or arr.shape[0] < 2 or arr.shape[0] % 2:
+        raise ValueError(
+            f"h must be a 1-D array of even length >= 2 (the diagonal of H, one entry per "
+            f"dimension), got shape {arr.shape}"
+        )
+    return arr
+
+
+def _pair_angles(m: Any, n: Any, d: int, base: float) -> tuple[np.ndarray, np.ndarray]:
+    m_arr = check_real_array(m, "m")
+    n_arr = check_real_array(n, "n")
+    try:
+        m_arr, n_arr = np.broadcast_arrays(m_arr, n_arr)
+    except ValueError as error:
+        raise ValueError(
+            f"m and n must broadcast to a common shape, got {m_arr.shape} and {n_arr.shape}"
+        ) from error
+    th = theta(d, base)
+    return m_arr[..., None] * th, n_arr[..., None] * th
+
+
+def diagonal_h_score(m: Any, n: Any, h: Any, base: float = 10000.0) -> np.ndarray:
+    r"""The score :math:`p_m^\top \operatorname{diag}(h)\, p_n` in the (cos, sin) layout.
+
+    With :math:`p_m` from :func:`cos_sin_encoding` and :math:`d` = ``len(h)``:
+
+    .. math::
+        \boldsymbol p_m^\top \mathcal H \boldsymbol p_n = \sum_{i=0}^{d/2-1}
+        h_{2i}\cos m\theta_i \cos n\theta_i + h_{2i+1}\sin m\theta_i \sin n\theta_i .
+
+    Parameters
+    ----------
+    m, n : array_like
+        Finite real positions; broadcast against each other.
+    h : array_like
+        The diagonal of :math:`\mathcal H`, a 1-D real array of even length :math:`d`.
+    base : float
+        The base :math:`b > 1`.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of the broadcast shape of ``m`` and ``n``.
+    """
+    h = _diag_h(h)
+    base = check_base(base)
+    am, an = _pair_angles(m, n, h.shape[0], base)
+    return (h[0::2] * np.cos(am) * np.cos(an) + h[1::2] * np.sin(am) * np.sin(an)).sum(-1)
+
+
+def diagonal_h_parts(
+    m: Any, n: Any, h: Any, base: float = 10000.0
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Split :func:`diagonal_h_score` into its relative and absolute parts.
+
+    By the product-to-sum formulas,
+
+    .. math::
+        \boldsymbol p_m^\top \mathcal H \boldsymbol p_n =
+        \underbrace{\sum_i \tfrac12 (h_{2i} + h_{2i+1})
+        \cos\big((m-n)\theta_i\big)}_{\text{relative}}
+        + \underbrace{\sum_i \tfrac12 (h_{2i} - h_{2i+1})
+        \cos\big((m+n)\theta_i\big)}_{\text{absolute}} .
+
+    Parameters
+    ----------
+    m, n : array_like
+        Finite real positions; broadcast against each other.
+    h : array_like
+        The diagonal of :math:`\mathcal H`, a 1-D real array of even length :math:`d`, in the
+        (cos, sin) layout of :func:`cos_sin_encoding`.
+    base : float
+        The base :math:`b > 1`.
+
+    Returns
+    -------
+    (relative, absolute) : tuple of numpy.ndarray
+        Two float64 arrays of the broadcast shape of ``m`` and ``n``; their sum is
+        :func:`diagonal_h_score`.
+    """
+    h = _diag_h(h)
+    base = check_base(base)
+    am, an = _pair_angles(m, n, h.shape[0], base)
+    mean = 0.5 * (h[0::2] + h[1::2])
+    half_diff = 0.5 * (h[0::2] - h[1::2])
+    relative = (mean * np.cos(am - an)).sum(-1)
+    absolute = (half_diff * np.cos(am + an)).sum(-1)
+    return relative, absolute
+
+
+def shift_matrix(k: float, d: int, base: float = 10000.0, layout: str = "sin_cos") -> np.ndarray:
+    r"""The linear map :math:`M_k` that shifts an encoding by :math:`k` positions.
+
+    :math:`p_{m+k} = M_k\, p_m` for every position :math:`m`, with :math:`M_k` block diagonal.
+    In Vaswani's ``"sin_cos"`` layout (:func:`sinusoidal`) block :math:`i` is
+
+    .. math::
+        \begin{pmatrix}\sin (m+k)\theta_i \\ \cos (m+k)\theta_i\end{pmatrix} =
+        \begin{pmatrix}\cos k\theta_i & \sin k\theta_i \\ -\sin k\theta_i & \cos k\theta_i
+        \end{pmatrix}
+        \begin{pmatrix}\sin m\theta_i \\ \cos m\theta_i\end{pmatrix},
+
+    a rotation by :math:`-k\theta_i`; in the ``"cos_sin"`` layout (:func:`cos_sin_encoding`)
+    the block is the rotation by :math:`+k\theta_i`,
+    :math:`\begin{pmatrix}\cos k\theta_i & -\sin k\theta_i \\ \sin k\theta_i & \cos k\theta_i
+    \end{pmatrix}`.  :math:`M_k` depends on :math:`k` only, not on :math:`m`.
+
+    Parameters
+    ----------
+    k : float
+        The shift, a finite real number.
+    d : int
+        Dimension of the encoding; an even integer >= 2.
+    base : float
+        The base :math:`b > 1`.
+    layout : {"sin_cos", "cos_sin"}
+        ``"sin_cos"`` for :func:`sinusoidal`, ``"cos_sin"`` for :func:`cos_sin_encoding`.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of shape ``(d, d)``, orthogonal.
+    """
+    k_arr = check_real_array(k, "k")
+    if k_arr.ndim != 0:
+        raise ValueError(
+            f"k must be a single finite real number, got an array of shape {k_arr.shape}"
+        )
+    d = check_dim(d)
+    base = check_base(base)
+    layout = _check_layout(layout)
+    angle = float(k_arr) * theta(d, base)
+    c, s = np.cos(angle), np.sin(angle)
+    sign = 1.0 if layout == "sin_cos" else -1.0
+    out = np.zeros((d, d), dtype=np.float64)
+    idx = np.arange(0, d, 2)
+    out[idx, idx] = c
+    out[idx + 1, idx + 1] = c
+    out[idx, idx + 1] = sign * s
+    out[idx + 1, idx] = -sign * s
+    return out
+
+
+def symbolic_encoding(
+    position: sp.Expr | str, d: int, layout: str = "sin_cos", symbol: str = "theta"
+) -> sp.Matrix:
+    r"""The encoding of one position as a sympy column vector with symbolic frequencies.
+
+    ``"sin_cos"`` gives :math:`(\sin m\theta_0, \cos m\theta_0, \dots)` as in :func:`sinusoidal`;
+    ``"cos_sin"`` gives :math:`(\cos m\theta_0, \sin m\theta_0, \dots)` as in
+    :func:`cos_sin_encoding`.  The frequencies are the real symbols ``theta_0, ...,
+    theta_{d/2-1}`` (pass ``symbol`` to rename them), so that the proofs of the chapter hold
+    for every choice of frequencies, not only :math:`\theta_i = b^{-2i/d}`.
+
+    Parameters
+    ----------
+    position : sympy expression or str
+        The position, e.g. ``sympy.Symbol("m", real=True)`` or ``"m"`` (made a real symbol).
+    d : int
+        Dimension of the encoding; an even integer >= 2.
+    layout : {"sin_cos", "cos_sin"}
+        Order of the two entries of each pair.
+    symbol : str
+        Stem of the frequency symbols.
+
+    Returns
+    -------
+    sympy.Matrix
+        A ``d x 1`` matrix.
+    """
+    d = check_dim(d)
+    layout = _check_layout(layout)
+    if isinstance(position, str):
+        position = sp.Symbol(position, real=True)
+    if not isinstance(position, sp.Expr):
+        raise TypeError(f"position must be a sympy expression or a str, got {position!r}")
+    thetas = sp.symbols(f"{symbol}_0:{d // 2}", real=True)
+    entries = []
+    for th in thetas:
+        pair = [sp.sin(position * th), sp.cos(position * th)]
+        entries.extend(pair if layout == "sin_cos" else pair[::-1])
+    return sp.Matrix(entries)
+
+
+def plot_inner_products(
+    d: int = 128, base: float = 10000.0, length: int = 256, max_distance: int | None = None
+) -> Figure:
+    r"""Heatmap of :math:`\langle p_m, p_n\rangle` over :math:`(m, n)` and the curve of
+    :math:`\langle p_0, p_x\rangle` against :math:`x`.
+
+    Left panel: :func:`gram_matrix` for positions ``0 .. length-1`` (a Toeplitz matrix: it is
+    constant along every diagonal :math:`m - n = \text{const}`), coloured from its smallest
+    entry to its largest, :math:`d/2`.  Right panel:
+    :math:`\langle p_0, p_x\rangle` for integer :math:`x` from ``0`` to ``max_distance``
+    (default ``length - 1``), with the maximum :math:`d/2` marked.
+
+    Parameters
+    ----------
+    d : int
+        Dimension of the encoding; an even integer >= 2.
+    base : float
+        The base :math:`b > 1`.
+    length : int
+        Number of positions in the heatmap (>= 2).
+    max_distance : int, optional
+        Largest distance of the curve (>= 1); defaults to ``length - 1``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Axes 0 holds the heatmap (an ``AxesImage``), axes 1 the curve (first line).
+    """
+    d = check_dim(d)
+    base = check_base(base)
+    length = check_positive_int(length, "length", minimum=2)
+    max_distance = (
+        length - 1 if max_distance is None else check_positive_int(max_distance, "max_distance")
+    )
+    positions = np.arange(length)
+    gram = gram_matrix(positions, d, base)
+    distances = np.arange(max_distance + 1)
+    curve = gram_matrix([0], d, base, n_positions=distances)[0]
+
+    fig, (ax_map, ax_curve) = plotting.new_figure(ncols=2, width=8.0, height=3.8)
+    half = d / 2
+    image = ax_map.imshow(
+        gram,
+        cmap=plotting.CMAP,
+        vmin=float(gram.min()),
+        vmax=half,
+        origin="upper",
+        extent=(-0.5, length - 0.5, length - 0.5, -0.5),
+        interpolation="nearest",
+    )
+    ax_map.grid(False)
+    ax_map.set_xlabel("position $n$")
+    ax_map.set_ylabel("position $m$")
+    ax_map.set_title(r"$\langle p_m, p_n\rangle$")
+    fig.colorbar(image, ax=ax_map, shrink=0.9)
+
+    ax_curve.plot(distances, curve, label=r"$\langle p_0, p_x\rangle$", **plotting.line_style(0))
+    ax_curve.axhline(half, label=r"maximum $d/2$", linewidth=1.0, **plotting.line_style(1))
+    ax_curve.axhline(0.0, color="0.5", linewidth=0.8)
+    ax_curve.set_xlabel("relative distance $x$ (positions)")
+    ax_curve.set_ylabel(r"$\langle p_0, p_x\rangle$")
+    ax_curve.set_title(r"row $m = 0$: $g(x)$")
+    ax_curve.set_ylim(min(-0.1 * half, curve.min() - 0.05 * half), 1.25 * half)
+    ax_curve.legend(loc="upper right", ncols=2)
+    fig.suptitle(f"Sinusoidal encoding, $d = {d}$, base $b = {base:g}$")
+    return fig
+
+
+def plot_encoding(length: int = 128, d: int = 64, base: float = 10000.0) -> Figure:
+    r"""Heatmap of the encoding matrix :func:`sinusoidal` (positions x dimensions).
+
+    Row :math:`m` is :math:`p_m`; column :math:`2i` is :math:`\sin m\theta_i` and column
+    :math:`2i+1` is :math:`\cos m\theta_i`.  The left columns (pair 0, :math:`\theta_0 = 1`)
+    change fastest along the positions.
+
+    Parameters
+    ----------
+    length : int
+        Number of positions ``0 .. length-1`` (>= 1).
+    d : int
+        Dimension of the encoding; an even integer >= 2.
+    base : float
+        The base :math:`b > 1`.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One axes holding the heatmap (an ``AxesImage`` whose data is the encoding).
+    """
+    length = check_positive_int(length, "length")
+    d = check_dim(d)
+    base = check_base(base)
+    enc = sinusoidal(np.arange(length), d, base)
+    fig, ax = plotting.new_figure(width=7.0, height=4.0)
+    image = ax.imshow(
+        enc,
+        cmap=plotting.DIVERGING_CMAP,
+        vmin=-1.0,
+        vmax=1.0,
+        aspect="auto",
+        origin="upper",
+        extent=(-0.5, d - 0.5, length - 0.5, -0.5),
+        interpolation="nearest",
+    )
+    ax.grid(False)
+    ax.set_xlabel("dimension (column $2i$: sin, $2i+1$: cos)")
+    ax.set_ylabel("position $m$")
+    ax.set_title(f"Sinusoidal encoding $p_m$, $d = {d}$, base $b = {base:g}$")
+    fig.colorbar(image, ax=ax, label="value")
+    return fig
+

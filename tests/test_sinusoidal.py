@@ -1,0 +1,406 @@
+"""Tests of rope_lib.sinusoidal (chapter 3).
+
+Expected values come from independent routes: explicit loops over ``math.sin``/``math.cos``
+with ``base ** (-2 i / d)`` written out, mpmath at 40 digits, the closed form
+``sum_i cos((m - n) theta_i)``, sympy, and hand-written 2x2 rotation blocks.
+"""
+
+from __future__ import annotations
+
+import cmath
+import math
+
+import mpmath
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import given
+from hypothesis import strategies as st
+from matplotlib.image import AxesImage
+
+from rope_lib import (
+    complex_encoding,
+    cos_sin_encoding,
+    diagonal_h_parts,
+    diagonal_h_score,
+    gram_matrix,
+    plot_encoding,
+    plot_inner_products,
+    shift_matrix,
+    sinusoidal,
+    symbolic_encoding,
+    vaswani_permutation,
+)
+
+# --------------------------------------------------------------------------- references
+
+
+def ref_theta(d: int, base: float) -> list[float]:
+    """theta_i = base ** (-2 i / d), written with the power, not exp/log."""
+    return [1.0 / base ** (2 * i / d) for i in range(d // 2)]
+
+
+def ref_sinusoidal(positions, d: int, base: float) -> np.ndarray:
+    """Vaswani et al. eq. (3.5), one scalar at a time."""
+    out = np.zeros((len(positions), d))
+    for a, pos in enumerate(positions):
+        for i in range(d // 2):
+            out[a, 2 * i] = math.sin(pos / base ** (2 * i / d))
+            out[a, 2 * i + 1] = math.cos(pos / base ** (2 * i / d))
+    return out
+
+
+def ref_g(x: float, d: int, base: float) -> float:
+    """The closed form <p_m, p_n> = sum_i cos((m - n) theta_i), with x = m - n."""
+    return math.fsum(math.cos(x * t) for t in ref_theta(d, base))
+
+
+def block(angle: float) -> np.ndarray:
+    """Counter-clockwise rotation by ``angle``."""
+    return np.array([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]])
+
+
+even_dims = st.integers(min_value=1, max_value=64).map(lambda h: 2 * h)
+bases = st.floats(min_value=1.5, max_value=1e6)
+int_positions = st.integers(min_value=-5000, max_value=5000)
+real_positions = st.floats(min_value=-5000.0, max_value=5000.0, allow_nan=False)
+
+
+# --------------------------------------------------------------------------- values
+
+
+@pytest.mark.parametrize("d", [2, 4, 10, 64, 128])
+@pytest.mark.parametrize("base", [10000.0, 500000.0, 2.0])
+def test_sinusoidal_matches_explicit_loops(d, base):
+    positions = [0, 1, 2, 3, 7, 100, 511, 4095, -3, 2.5, 1234.75]
+    got = sinusoidal(positions, d, base)
+    assert got.dtype == np.float64
+    assert got.shape == (len(positions), d)
+    np.testing.assert_allclose(got, ref_sinusoidal(positions, d, base), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("d", [8, 256])
+def test_sinusoidal_matches_mpmath(d):
+    """40-digit reference; float64 angles carry ~1e-16 * position of error, so 1e-12 holds
+    for positions up to a few thousand."""
+    mpmath.mp.dps = 40
+    positions = [0, 1, 17, 255, 1000, 2047, 4096]
+    got = sinusoidal(positions, d)
+    for a, pos in enumerate(positions):
+        for i in range(d // 2):
+            angle = pos * mpmath.power(10000, -mpmath.mpf(2 * i) / d)
+            assert abs(got[a, 2 * i] - float(mpmath.sin(angle))) < 1e-12
+            assert abs(got[a, 2 * i + 1] - float(mpmath.cos(angle))) < 1e-12
+
+
+def test_pair_zero_turns_fastest():
+    # theta_0 = 1: column 0 is sin(m) itself; the last pair is the slowest.
+    pos = np.arange(50)
+    enc = sinusoidal(pos, 16)
+    np.testing.assert_array_equal(enc[:, 0], np.sin(pos))
+    steps = np.abs(np.diff(enc, axis=0)).mean(axis=0)
+    assert np.all(np.diff(steps[0::2]) < 0)  # sin columns move less and less
+
+
+def test_complex_and_cos_sin_forms():
+    positions = [0, 1, 5, 99.5, -7]
+    d, base = 12, 1000.0
+    z = complex_encoding(positions, d, base)
+    real = cos_sin_encoding(positions, d, base)
+    assert z.dtype == np.complex128 and z.shape == (5, 6)
+    assert real.shape == (5, 12)
+    for a, pos in enumerate(positions):
+        for i, t in enumerate(ref_theta(d, base)):
+            expected = cmath.exp(1j * pos * t)
+            assert abs(z[a, i] - expected) < 1e-13
+            assert abs(real[a, 2 * i] - expected.real) < 1e-13
+            assert abs(real[a, 2 * i + 1] - expected.imag) < 1e-13
+    np.testing.assert_allclose(np.abs(z), 1.0, atol=1e-15)
+
+
+def test_vaswani_permutation():
+    np.testing.assert_array_equal(vaswani_permutation(2), [1, 0])
+    np.testing.assert_array_equal(vaswani_permutation(6), [1, 0, 3, 2, 5, 4])
+    for d in (2, 8, 64):
+        perm = vaswani_permutation(d)
+        assert perm.dtype == np.int64
+        assert sorted(perm.tolist()) == list(range(d))  # a permutation
+        np.testing.assert_array_equal(perm[perm], np.arange(d))  # its own inverse
+        pos = np.arange(-3, 40)
+        np.testing.assert_array_equal(sinusoidal(pos, d), cos_sin_encoding(pos, d)[:, perm])
+        # orthogonal: the Gram matrices of the two layouts coincide
+        a, b = sinusoidal(pos, d), cos_sin_encoding(pos, d)
+        np.testing.assert_allclose(a @ a.T, b @ b.T, atol=1e-12)
+
+
+def test_vaswani_pair_is_i_times_conjugate():
+    # the sign convention: sin(m t) + i cos(m t) = i * conj(e^{i m t})
+    pos, d = np.arange(30), 8
+    vas = sinusoidal(pos, d)
+    as_complex = vas[:, 0::2] + 1j * vas[:, 1::2]
+    np.testing.assert_allclose(as_complex, 1j * np.conj(complex_encoding(pos, d)), atol=1e-15)
+
+
+# --------------------------------------------------------------------------- Gram matrix
+
+
+def test_gram_matrix_matches_closed_form():
+    pos = np.arange(0, 64, 3)
+    d, base = 32, 10000.0
+    gram = gram_matrix(pos, d, base)
+    expected = np.array([[ref_g(m - n, d, base) for n in pos] for m in pos])
+    np.testing.assert_allclose(gram, expected, atol=1e-12)
+    rect = gram_matrix([0, 5], d, base, n_positions=[1, 2, 3])
+    assert rect.shape == (2, 3)
+    assert abs(rect[1, 2] - ref_g(2, d, base)) < 1e-12
+
+
+@given(m=int_positions, n=int_positions, d=even_dims, base=bases)
+def test_inner_product_depends_on_m_minus_n_only(m, n, d, base):
+    got = gram_matrix([m], d, base, n_positions=[n])[0, 0]
+    tol = 1e-15 * d * (10 + abs(m) + abs(n))
+    assert abs(got - ref_g(m - n, d, base)) <= tol
+    shifted = gram_matrix([m + 777], d, base, n_positions=[n + 777])[0, 0]
+    assert abs(shifted - got) <= 2 * tol
+
+
+@given(m=real_positions, n=real_positions, d=even_dims)
+def test_inner_product_identity_for_real_positions(m, n, d):
+    got = gram_matrix([m], d, n_positions=[n])[0, 0]
+    assert abs(got - ref_g(m - n, d, 10000.0)) <= 1e-15 * d * (10 + abs(m) + abs(n))
+
+
+# --------------------------------------------------------------------------- shift map
+
+
+@given(m=real_positions, k=real_positions, d=even_dims, base=bases)
+def test_shift_matrix_moves_the_encoding(m, k, d, base):
+    tol = 1e-15 * (10 + 2 * abs(m) + 2 * abs(k))
+    m_k = shift_matrix(k, d, base)
+    np.testing.assert_allclose(m_k @ sinusoidal([m], d, base)[0], sinusoidal([m + k], d, base)[0],
+                               atol=tol)
+    m_k_cs = shift_matrix(k, d, base, layout="cos_sin")
+    np.testing.assert_allclose(m_k_cs @ cos_sin_encoding([m], d, base)[0],
+                               cos_sin_encoding([m + k], d, base)[0], atol=tol)
+
+
+def test_shift_matrix_blocks_and_group_law():
+    d, base, k = 6, 100.0, 3.0
+    thetas = ref_theta(d, base)
+    m_k = shift_matrix(k, d, base)
+    m_cs = shift_matrix(k, d, base, layout="cos_sin")
+    for i, t in enumerate(thetas):
+        sl = slice(2 * i, 2 * i + 2)
+        np.testing.assert_allclose(m_k[sl, sl], block(-k * t), atol=1e-15)  # (sin, cos): -k theta
+        np.testing.assert_allclose(m_cs[sl, sl], block(k * t), atol=1e-15)  # (cos, sin): +k theta
+    off = m_k.copy()
+    for i in range(d // 2):
+        off[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = 0
+    assert not off.any()
+    np.testing.assert_allclose(m_k @ m_k.T, np.eye(d), atol=1e-15)
+    np.testing.assert_allclose(shift_matrix(2, d, base) @ shift_matrix(5, d, base),
+                               shift_matrix(7, d, base), atol=1e-14)
+    perm = vaswani_permutation(d)
+    np.testing.assert_allclose(m_k, m_cs[np.ix_(perm, perm)], atol=1e-15)
+
+
+# --------------------------------------------------------------------------- diagonal H
+
+
+@given(
+    m=int_positions,
+    n=int_positions,
+    h=st.lists(st.floats(-3, 3), min_size=1, max_size=16).map(lambda v: v + v[::-1]),
+    base=bases,
+)
+def test_diagonal_h_split(m, n, h, base):
+    d = len(h)
+    p_m = cos_sin_encoding([m], d, base)[0]
+    p_n = cos_sin_encoding([n], d, base)[0]
+    direct = float(p_m @ np.diag(h) @ p_n)
+    score = diagonal_h_score(m, n, h, base)
+    rel, absolute = diagonal_h_parts(m, n, h, base)
+    tol = 1e-14 * d * (10 + abs(m) + abs(n))
+    assert abs(score - direct) <= tol
+    assert abs(rel + absolute - direct) <= tol
+    thetas = ref_theta(d, base)
+    rel_ref = math.fsum(0.5 * (h[2 * i] + h[2 * i + 1]) * math.cos((m - n) * t)
+                        for i, t in enumerate(thetas))
+    abs_ref = math.fsum(0.5 * (h[2 * i] - h[2 * i + 1]) * math.cos((m + n) * t)
+                        for i, t in enumerate(thetas))
+    assert abs(rel - rel_ref) <= tol
+    assert abs(absolute - abs_ref) <= tol
+
+
+def test_diagonal_h_equal_pairs_kill_absolute_part():
+    h = np.repeat([2.0, 0.5, -1.0, 3.0], 2)  # h_{2i} = h_{2i+1}
+    m = np.arange(20)[:, None]
+    n = np.arange(20)[None, :]
+    rel, absolute = diagonal_h_parts(m, n, h)
+    assert rel.shape == absolute.shape == (20, 20)
+    np.testing.assert_allclose(absolute, 0.0, atol=0)
+    # relative part: constant along diagonals
+    for x in range(-19, 20):
+        diag = np.diagonal(rel, offset=-x)
+        np.testing.assert_allclose(diag, diag[0], atol=1e-13)
+
+
+def test_diagonal_h_broadcasting():
+    h = [1.0, 2.0, 3.0, 4.0]
+    out = diagonal_h_score(np.arange(3), 1, h)
+    assert out.shape == (3,)
+    assert abs(out[2] - diagonal_h_score(2, 1, h)) < 1e-15
+
+
+# --------------------------------------------------------------------------- sympy form
+
+
+def test_symbolic_encoding_matches_numeric():
+    m = sp.Symbol("m", real=True)
+    d = 6
+    for layout, numeric in (("sin_cos", sinusoidal), ("cos_sin", cos_sin_encoding)):
+        expr = symbolic_encoding(m, d, layout=layout)
+        assert expr.shape == (d, 1)
+        thetas = sp.symbols(f"theta_0:{d // 2}", real=True)
+        freqs = ref_theta(d, 10000.0)
+        subs = {m: 13, **{t: sp.Float(v, 30) for t, v in zip(thetas, freqs, strict=True)}}
+        values = np.array([float(e.evalf(30, subs=subs)) for e in expr])
+        np.testing.assert_allclose(values, numeric([13], d)[0], atol=1e-13)
+
+
+def test_symbolic_gram_identity():
+    m, n = sp.symbols("m n", real=True)
+    for d in (2, 4, 6):
+        p_m = symbolic_encoding(m, d)
+        p_n = symbolic_encoding(n, d)
+        thetas = sp.symbols(f"theta_0:{d // 2}", real=True)
+        target = sum(sp.cos((m - n) * t) for t in thetas)
+        assert sp.expand(sp.expand_trig(sp.expand((p_m.T * p_n)[0] - target))) == 0
+    assert symbolic_encoding("k", 2)[0] == sp.sin(sp.Symbol("k", real=True) * sp.Symbol(
+        "theta_0", real=True))
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("func", [sinusoidal, complex_encoding, cos_sin_encoding])
+def test_bad_dimension_and_base(func):
+    with pytest.raises(ValueError, match="d must be an even integer"):
+        func([0, 1], 3)
+    with pytest.raises(ValueError, match="d must be an even integer"):
+        func([0, 1], 0)
+    with pytest.raises(ValueError, match="d must be an even integer"):
+        func([0, 1], -4)
+    with pytest.raises(TypeError, match="d must be an even integer"):
+        func([0, 1], 4.0)
+    with pytest.raises(TypeError, match="d must be an even integer"):
+        func([0, 1], True)
+    for bad in (1.0, 0.5, 0, -10):
+        with pytest.raises(ValueError, match="base must be a finite real number > 1"):
+            func([0, 1], 4, bad)
+    for bad in (math.inf, math.nan):
+        with pytest.raises(ValueError, match="base must be a finite real number > 1"):
+            func([0, 1], 4, bad)
+    with pytest.raises(TypeError, match="base must be a real number"):
+        func([0, 1], 4, "10000")
+
+
+@pytest.mark.parametrize("func", [sinusoidal, complex_encoding, cos_sin_encoding])
+def test_bad_positions(func):
+    for bad in ([0, math.nan], [math.inf], [1.0, -math.inf]):
+        with pytest.raises(ValueError, match="positions must be finite"):
+            func(bad, 4)
+    with pytest.raises(ValueError, match="positions must be a 1-D sequence"):
+        func(3, 4)
+    with pytest.raises(ValueError, match="positions must be a 1-D sequence"):
+        func([[0, 1], [2, 3]], 4)
+    with pytest.raises(TypeError, match="positions must be real numbers"):
+        func(["a", "b"], 4)
+    with pytest.raises(TypeError, match="positions must be real numbers"):
+        func([1 + 2j], 4)
+    with pytest.raises(TypeError, match="positions must be real numbers"):
+        func([True, False], 4)
+
+
+def test_bad_inputs_of_the_other_functions():
+    with pytest.raises(ValueError, match="d must be an even integer"):
+        vaswani_permutation(5)
+    with pytest.raises(ValueError, match="m_positions must be a 1-D"):
+        gram_matrix(2, 4)
+    with pytest.raises(ValueError, match="n_positions must be finite"):
+        gram_matrix([0, 1], 4, n_positions=[math.nan])
+    with pytest.raises(ValueError, match="h must be a 1-D array of even length"):
+        diagonal_h_score(0, 1, [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="h must be a 1-D array of even length"):
+        diagonal_h_parts(0, 1, [[1.0, 2.0]])
+    with pytest.raises(ValueError, match="h must be finite"):
+        diagonal_h_parts(0, 1, [1.0, math.nan])
+    with pytest.raises(ValueError, match="m must be finite"):
+        diagonal_h_score(math.inf, 1, [1.0, 1.0])
+    with pytest.raises(ValueError, match="m and n must broadcast"):
+        diagonal_h_score([0, 1, 2], [0, 1], [1.0, 1.0])
+    with pytest.raises(ValueError, match="base must be a finite real number > 1"):
+        diagonal_h_parts(0, 1, [1.0, 1.0], base=1.0)
+    with pytest.raises(ValueError, match="k must be a single finite real number"):
+        shift_matrix([1, 2], 4)
+    with pytest.raises(ValueError, match="k must be finite"):
+        shift_matrix(math.nan, 4)
+    with pytest.raises(ValueError, match="layout must be one of"):
+        shift_matrix(1, 4, layout="interleaved")
+    with pytest.raises(ValueError, match="layout must be one of"):
+        symbolic_encoding("m", 4, layout="half")
+    with pytest.raises(TypeError, match="position must be a sympy expression"):
+        symbolic_encoding(3, 4)
+    with pytest.raises(ValueError, match="d must be an even integer"):
+        symbolic_encoding("m", 7)
+    with pytest.raises(ValueError, match="length must be an integer >= 2"):
+        plot_inner_products(d=8, length=1)
+    with pytest.raises(ValueError, match="max_distance must be an integer >= 1"):
+        plot_inner_products(d=8, length=4, max_distance=0)
+    with pytest.raises(ValueError, match="length must be an integer >= 1"):
+        plot_encoding(length=0)
+    with pytest.raises(ValueError, match="base must be a finite real number > 1"):
+        plot_encoding(base=0.9)
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def test_plot_inner_products_data():
+    import matplotlib.pyplot as plt
+
+    d, base, length = 16, 100.0, 24
+    fig = plot_inner_products(d=d, base=base, length=length, max_distance=60)
+    try:
+        ax_map, ax_curve = fig.axes[0], fig.axes[1]
+        images = [a for a in ax_map.get_children() if isinstance(a, AxesImage)]
+        assert len(images) == 1
+        data = np.asarray(images[0].get_array())
+        expected = np.array([[ref_g(m - n, d, base) for n in range(length)]
+                             for m in range(length)])
+        np.testing.assert_allclose(data, expected, atol=1e-12)
+        assert images[0].get_clim() == pytest.approx((expected.min(), d / 2), abs=1e-12)
+        line = ax_curve.get_lines()[0]
+        np.testing.assert_array_equal(line.get_xdata(), np.arange(61))
+        np.testing.assert_allclose(line.get_ydata(), [ref_g(x, d, base) for x in range(61)],
+                                   atol=1e-12)
+        assert ax_map.get_xlabel() and ax_map.get_ylabel()
+        assert "x" in ax_curve.get_xlabel() and ax_curve.get_ylabel()
+        assert ax_curve.get_legend() is not None
+    finally:
+        plt.close(fig)
+
+
+def test_plot_encoding_data():
+    import matplotlib.pyplot as plt
+
+    fig = plot_encoding(length=30, d=10, base=10000.0)
+    try:
+        ax = fig.axes[0]
+        images = [a for a in ax.get_children() if isinstance(a, AxesImage)]
+        data = np.asarray(images[0].get_array())
+        np.testing.assert_allclose(data, ref_sinusoidal(range(30), 10, 10000.0), atol=1e-12)
+        assert "position" in ax.get_ylabel() and "dimension" in ax.get_xlabel()
+        assert ax.get_title()
+    finally:
+        plt.close(fig)
