@@ -1,0 +1,452 @@
+"""Tests of rope_lib.decay against independent routes.
+
+Expected values come from mpmath sums at 40 digits, float64 complex sums written out here,
+QUADPACK quadrature (scipy.integrate.quad), mpmath's hypergeometric and cosine-integral
+functions, Fresnel integrals, explicit rotation and diagonal matrices, and exact
+expectations of Gaussian vectors.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import mpmath as mp
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy.integrate import quad
+from scipy.special import fresnel
+
+from rope_lib import decay
+
+mp.mp.dps = 40
+
+
+# ---------------------------------------------------------------------------------- helpers
+def mp_theta(d, base):
+    return [mp.power(mp.mpf(base), -mp.mpf(2 * i) / d) for i in range(d // 2)]
+
+
+def mp_ones(x, d, base=10000.0):
+    x = float(x) if not float(x).is_integer() else int(x)
+    return float(2 * mp.fsum(mp.cos(mp.mpf(x) * t) for t in mp_theta(d, base)))
+
+
+def mp_bound(x, d, base=10000.0):
+    x = float(x) if not float(x).is_integer() else int(x)
+    partial, total = mp.mpc(0), mp.mpf(0)
+    for t in mp_theta(d, base):
+        partial += mp.expj(mp.mpf(x) * t)
+        total += abs(partial)
+    return float(total / (d // 2))
+
+
+def f64_theta(d, base=10000.0):
+    return base ** (-2.0 * np.arange(d // 2) / d)
+
+
+def rotation(x, d, base=10000.0):
+    r = np.zeros((d, d))
+    for i, t in enumerate(f64_theta(d, base)):
+        c, s = np.cos(x * t), np.sin(x * t)
+        r[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = [[c, -s], [s, c]]
+    return r
+
+
+# ---------------------------------------------------------------------------------- ones_score
+@pytest.mark.parametrize("d", [2, 4, 64, 128, 512])
+@pytest.mark.parametrize("x", [0, 1, 7, 100, 2.5, -33.25, 14617, 99_999])
+def test_ones_score_matches_mpmath(d, x):
+    assert decay.ones_score(x, d) == pytest.approx(mp_ones(x, d), abs=1e-9)
+
+
+def test_ones_score_other_base_and_scalar_type():
+    value = decay.ones_score(37, 16, base=500.0)
+    assert np.ndim(value) == 0
+    assert value == pytest.approx(mp_ones(37, 16, 500.0), abs=1e-11)
+
+
+def test_ones_score_fast_route_matches_direct_complex_sum():
+    d = 256
+    x = np.arange(-3000, 20_000)  # integer, dense: takes the matrix-product route
+    assert decay._use_grid(x, d // 2)
+    direct = 2.0 * np.exp(1j * np.multiply.outer(x.astype(float), f64_theta(d))).real.sum(axis=1)
+    np.testing.assert_allclose(decay.ones_score(x, d), direct, rtol=0, atol=5e-10)
+
+
+def test_fast_route_at_large_distances_matches_mpmath():
+    d = 256
+    x = np.arange(10**6 - 30_000, 10**6 + 1)
+    values = decay.ones_score(x, d)
+    for i in (0, 12_345, 30_000):
+        assert values[i] == pytest.approx(mp_ones(int(x[i]), d), abs=5e-8)
+
+
+def test_ones_score_whole_floats_and_shapes():
+    x = np.arange(20_000, dtype=float).reshape(100, 200)
+    out = decay.ones_score(x, 128)
+    assert out.shape == (100, 200)
+    np.testing.assert_allclose(out, decay.ones_score(x.astype(int), 128), atol=1e-12)
+    assert out[3, 7] == pytest.approx(mp_ones(607, 128), abs=1e-10)
+
+
+@given(x=st.floats(-1e5, 1e5, allow_nan=False), d=st.sampled_from([2, 8, 64, 128]))
+def test_ones_score_even_and_bounded(x, d):
+    g = decay.ones_score(x, d)
+    assert g == pytest.approx(decay.ones_score(-x, d), abs=1e-9)
+    assert abs(g) <= d + 1e-9
+
+
+def test_counterexamples_theta_zero_and_one():
+    x = np.arange(0, 50_000, 7)
+    np.testing.assert_allclose(2 * decay.exp_sum(x, np.zeros(64)).real, 128.0, atol=1e-9)
+    np.testing.assert_allclose(2 * decay.exp_sum(x, np.ones(64)).real, 128 * np.cos(x), atol=1e-9)
+
+
+# ---------------------------------------------------------------------------------- exp_sum
+def test_exp_sum_negative_distances_conjugate_and_direct():
+    freqs = np.array([1.0, 0.3, 1e-3, 2.0])
+    x = np.arange(-5000, 5000)
+    out = decay.exp_sum(x, freqs)
+    direct = np.exp(1j * np.multiply.outer(x.astype(float), freqs)).sum(axis=1)
+    np.testing.assert_allclose(out, direct, atol=1e-10)
+    assert decay.exp_sum(-7.5, freqs) == pytest.approx(np.conj(decay.exp_sum(7.5, freqs)))
+
+
+def test_exp_sum_sparse_integers_take_direct_route():
+    x = np.array([0, 10**7, 3 * 10**7])
+    assert not decay._use_grid(x, 64)
+    freqs = f64_theta(128)
+    expected = [
+        complex(mp.fsum(mp.expj(mp.mpf(int(v)) * t) for t in mp_theta(128, 1e4))) for v in x
+    ]
+    np.testing.assert_allclose(decay.exp_sum(x, freqs), expected, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------- bound
+@pytest.mark.parametrize("d", [2, 16, 128])
+@pytest.mark.parametrize("x", [0, 1, 3.7, 64, 256, 5000])
+def test_roformer_bound_matches_mpmath(d, x):
+    assert decay.roformer_bound(x, d) == pytest.approx(mp_bound(x, d), abs=1e-10)
+
+
+def test_roformer_bound_at_zero_is_mean_of_j():
+    for d in (2, 10, 128, 512):
+        assert decay.roformer_bound(0, d) == pytest.approx((d // 2 + 1) / 2, abs=1e-12)
+
+
+def test_roformer_bound_fast_route_matches_float64_cumsum():
+    d = 256
+    x = np.arange(-200, 6000)
+    assert decay._use_grid(x, d // 2)
+    direct = np.abs(
+        np.cumsum(np.exp(1j * np.multiply.outer(x.astype(float), f64_theta(d))), axis=1)
+    ).mean(axis=1)
+    np.testing.assert_allclose(decay.roformer_bound(x, d), direct, rtol=0, atol=1e-10)
+
+
+@given(
+    x=st.integers(-5000, 5000),
+    seed=st.integers(0, 10_000),
+    d=st.sampled_from([4, 16, 128]),
+)
+def test_abel_bound_holds_for_random_q_k(x, seed, d):
+    rng = np.random.default_rng(seed)
+    q, k = rng.standard_normal(d), rng.standard_normal(d)
+    score = q @ rotation(x, d) @ k  # q^T R_x k with explicit rotation blocks
+    h = (q[0::2] - 1j * q[1::2]) * (k[0::2] + 1j * k[1::2])
+    step = np.abs(np.diff(np.append(h, 0.0))).max()  # h_{d/2} = 0
+    assert abs(score) <= step * (d // 2) * decay.roformer_bound(x, d) + 1e-9
+
+
+# ---------------------------------------------------------------------------------- periods
+def test_periods_and_quarter_period():
+    d = 256
+    np.testing.assert_allclose(decay.periods(d), 2 * np.pi * 10 ** (8 * np.arange(128) / d))
+    q = decay.quarter_period(d)
+    assert q == pytest.approx(float(mp.pi / 2 * mp.power(10, 4 - mp.mpf(8) / d)), rel=1e-14)
+    assert int(q) == 14617  # the value quoted by source 000
+    assert decay.quarter_period(4) == pytest.approx(np.pi / 2 * 100)
+
+
+# ---------------------------------------------------------------------------------- integral
+@pytest.mark.parametrize("x", [0.0, 1e-6, 0.3, 1.0, 17.0, 250.0, 1234.5])
+@pytest.mark.parametrize("base", [10.0, 1000.0, 10000.0])
+def test_integral_score_matches_quadrature(x, base):
+    expected, _ = quad(lambda t: np.cos(x * base**-t), 0.0, 1.0, limit=2000, epsabs=1e-13)
+    assert decay.integral_score(x, 64, base) == pytest.approx(64 * expected, abs=1e-9)
+
+
+@pytest.mark.parametrize("x", [3e4, 1e6, -2e5])
+def test_integral_score_matches_mpmath_ci(x):
+    b = mp.mpf(10000)
+    expected = 128 * (mp.ci(abs(x)) - mp.ci(abs(x) / b)) / mp.log(b)
+    assert decay.integral_score(x, 128) == pytest.approx(float(expected), abs=1e-12)
+
+
+def test_integral_score_tends_to_d_and_is_even():
+    x = np.array([0.0, 1e-9, 1e-5, 1e-4, 2e-4])
+    np.testing.assert_allclose(decay.integral_score(x, 128), 128.0, atol=1e-5)
+    assert decay.integral_score(0.0, 128) == 128.0
+    np.testing.assert_allclose(decay.integral_score(-x, 128), decay.integral_score(x, 128))
+
+
+def test_undersampled_terms_counts_terms_past_nyquist():
+    d, base = 128, 1e4
+    t = f64_theta(d, base)
+    for x in (5.0, 30.0, 1e3, 1e5, 1e9):
+        # count of terms whose phase step x * (theta_i - theta_{i+1}) exceeds pi, in the
+        # continuous approximation theta_i - theta_{i+1} ~ theta_i * 2 ln b / d
+        count = np.sum(x * t * 2 * np.log(base) / d > np.pi)
+        assert decay.undersampled_terms(x, d, base) == pytest.approx(count, abs=1.0)
+    assert decay.undersampled_terms(0.0, d) == 0.0
+
+
+# ---------------------------------------------------------------------------------- schedules
+def mp_power_integral(x, alpha):
+    a, x = mp.mpf(float(alpha)), float(x)
+    return float(mp.hyp1f2(1 / (2 * a), mp.mpf(1) / 2, 1 + 1 / (2 * a), -(mp.mpf(x) ** 2) / 4))
+
+
+@pytest.mark.parametrize(
+    "schedule,alpha", [("t^2", 2.0), ("t^4", 4.0), ("t^0.5", 0.5), ("t^1.5", 1.5)]
+)
+@pytest.mark.parametrize("x", [0.0, 0.7, 10.0, 40.0, 300.0])
+def test_power_schedule_integral_matches_hypergeometric(schedule, alpha, x):
+    assert decay.schedule_integral(x, schedule) == pytest.approx(
+        mp_power_integral(x, alpha), abs=1e-8
+    )
+
+
+def test_square_schedule_matches_fresnel():
+    x = np.array([20.0, 500.0, 4000.0])
+    s_c = fresnel(np.sqrt(2 * x / np.pi))[1]  # scipy returns (S, C)
+    np.testing.assert_allclose(
+        decay.schedule_integral(x, "t^2"), np.sqrt(np.pi / (2 * x)) * s_c, atol=1e-8
+    )
+
+
+def test_linear_and_exponential_schedule_integrals():
+    x = np.array([0.0, 0.5, 3.0, 1e3])
+    np.testing.assert_allclose(
+        decay.schedule_integral(x, "t"), [1.0] + [np.sin(v) / v for v in x[1:]], atol=1e-15
+    )
+    for v in (0.5, 3.0, 80.0):
+        expected, _ = quad(lambda t, v=v: np.cos(v * 1000.0**-t), 0, 1, epsabs=1e-13)
+        assert decay.schedule_integral(v, "1000^-t") == pytest.approx(expected, abs=1e-10)
+
+
+def test_schedule_frequencies_and_score():
+    np.testing.assert_allclose(
+        decay.schedule_frequencies(64, "10000^-t"), f64_theta(64), rtol=1e-14
+    )
+    np.testing.assert_allclose(decay.schedule_frequencies(8, "t^2"), (np.arange(4) / 4) ** 2)
+    x = np.arange(0, 3000)
+    freqs = (2 * np.arange(32) / 64) ** 3
+    expected = 2 * np.cos(np.multiply.outer(x, freqs)).sum(axis=1)
+    np.testing.assert_allclose(decay.schedule_score(x, 64, "t^3"), expected, atol=1e-10)
+    np.testing.assert_allclose(
+        decay.schedule_score(x, 64, "1e4^-t"), decay.ones_score(x, 64), atol=1e-10
+    )
+    assert decay.schedule_theta(0.5, "t") == 0.5
+
+
+# ---------------------------------------------------------------------------------- Monte Carlo
+def test_monte_carlo_samples_are_q_rotated_k():
+    # With two samples, mean +- stderr are exactly the two sample scores.
+    d, x, seed = 8, 13, 5
+    rng = np.random.default_rng(seed)
+    q, k = rng.standard_normal((2, d)), rng.standard_normal((2, d))
+    scores = sorted(q[s] @ rotation(x, d) @ k[s] for s in range(2))
+    mean, err = decay.monte_carlo_score([x], d, kind="independent", n_samples=2, seed=seed)
+    np.testing.assert_allclose(sorted([mean[0] - err[0], mean[0] + err[0]]), scores, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind,factor", [("independent", 0.0), ("correlated", 0.5), ("ones", 1.0)])
+def test_monte_carlo_agrees_with_exact_expectation(kind, factor):
+    x = np.arange(0, 257, 32)
+    mean, err = decay.monte_carlo_score(x, 64, kind=kind, n_samples=4000, rho=0.5, seed=1)
+    exact = factor * 2 * np.cos(np.multiply.outer(x, f64_theta(64))).sum(axis=1)
+    assert np.all(np.abs(mean - exact) <= 5 * err)
+    # the spread of a single score does not decay: Var = d (+ mean terms) at every distance
+    if kind == "independent":
+        np.testing.assert_allclose(err * np.sqrt(4000), np.sqrt(64), rtol=0.1)
+
+
+# ---------------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    "call,exc,match",
+    [
+        (lambda: decay.ones_score(1, 7), ValueError, "d must be an even"),
+        (lambda: decay.ones_score(1, 0), ValueError, "d must be an even"),
+        (lambda: decay.ones_score(1, 4.0), TypeError, "d must be an even"),
+        (lambda: decay.ones_score(1, 4, base=1.0), ValueError, "base"),
+        (lambda: decay.ones_score(1, 4, base=float("nan")), ValueError, "base"),
+        (lambda: decay.ones_score(float("nan"), 4), ValueError, "distance"),
+        (lambda: decay.ones_score([1, np.inf], 4), ValueError, "distance"),
+        (lambda: decay.ones_score("3", 4), TypeError, "distance"),
+        (lambda: decay.ones_score(True, 4), TypeError, "distance"),
+        (lambda: decay.ones_score(1 + 2j, 4), TypeError, "distance"),
+        (lambda: decay.ones_score(np.array([2**60]), 4), ValueError, "distance"),
+        (lambda: decay.roformer_bound(1, 3), ValueError, "d must be an even"),
+        (lambda: decay.roformer_bound(1, 4, base=0.5), ValueError, "base"),
+        (lambda: decay.roformer_bound(np.nan, 4), ValueError, "distance"),
+        (lambda: decay.integral_score(1, 5), ValueError, "d must be an even"),
+        (lambda: decay.integral_score(1, 4, base=-3), ValueError, "base"),
+        (lambda: decay.integral_score(np.inf, 4), ValueError, "distance"),
+        (lambda: decay.exp_sum(1, [[1.0, 2.0]]), ValueError, "frequencies"),
+        (lambda: decay.exp_sum(1, []), ValueError, "frequencies"),
+        (lambda: decay.exp_sum(1, [np.nan]), ValueError, "frequencies"),
+        (lambda: decay.quarter_period(3), ValueError, "d must be an even"),
+        (lambda: decay.schedule_theta(0.5, "exp"), ValueError, "schedule"),
+        (lambda: decay.schedule_theta(0.5, 3), TypeError, "schedule"),
+        (lambda: decay.schedule_theta(0.5, "1^-t"), ValueError, "schedule"),
+        (lambda: decay.schedule_theta(0.5, "t^0"), ValueError, "schedule"),
+        (lambda: decay.schedule_theta(1.5, "t"), ValueError, "t must lie"),
+        (lambda: decay.schedule_integral(np.nan, "t"), ValueError, "distance"),
+        (lambda: decay.monte_carlo_score(1, 4, kind="iid"), ValueError, "kind"),
+        (lambda: decay.monte_carlo_score(1, 4, n_samples=1), ValueError, "n_samples"),
+        (lambda: decay.monte_carlo_score(1, 4, kind="correlated", rho=2), ValueError, "rho"),
+        (lambda: decay.undersampled_terms(np.nan, 4), ValueError, "distance"),
+        (lambda: decay.undersampled_terms(1, 5), ValueError, "d must be an even"),
+        (lambda: decay.plot_diagonal_h(d=9), ValueError, "d must be an even"),
+        (lambda: decay.plot_roformer_bound(max_distance=0), ValueError, "max_distance"),
+        (lambda: decay.plot_schedules(short_max=100, long_max=50), ValueError, "short_max"),
+        (lambda: decay.plot_ones_score(ds=()), ValueError, "ds"),
+    ],
+)
+def test_bad_input(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+# ---------------------------------------------------------------------------------- figures
+def _lines(ax):
+    return [line for line in ax.get_lines() if len(line.get_xdata()) > 2]
+
+
+def test_plot_counterexamples():
+    fig = decay.plot_counterexamples(d=16, max_distance=40)
+    ax = fig.axes[0]
+    lines = _lines(ax)
+    x = np.arange(41)
+    np.testing.assert_allclose(lines[0].get_ydata(), 1.0)
+    np.testing.assert_allclose(lines[1].get_ydata(), np.cos(x), atol=1e-12)
+    np.testing.assert_allclose(lines[2].get_ydata(), [mp_ones(v, 16) / 16 for v in x], atol=1e-12)
+    assert ax.get_xlabel() and ax.get_ylabel() and fig.legends
+    plt.close(fig)
+
+
+def test_plot_ones_score_panels_and_quarter_marker():
+    fig = decay.plot_ones_score(ds=(4, 16), max_distance=500)
+    g = _lines(fig.axes[1])[0]
+    assert g.get_ydata()[321] == pytest.approx(mp_ones(321, 16), abs=1e-10)
+    assert len(fig.axes) == 4  # two panels, then their twin axes
+    slow = _lines(fig.axes[2])[0]
+    np.testing.assert_allclose(slow.get_ydata(), 2 * np.cos(np.arange(501) * 0.01), atol=1e-12)
+    # d = 4: quarter period 50 pi < 500 is marked by a vertical line
+    verticals = [ln for ln in fig.axes[0].get_lines() if len(set(ln.get_xdata())) == 1]
+    assert verticals and verticals[0].get_xdata()[0] == pytest.approx(50 * np.pi)
+    assert fig.axes[0].get_xlabel() == "relative distance $x$"
+    plt.close(fig)
+
+
+def test_plot_quarter_period():
+    fig = decay.plot_quarter_period(ds=(4, 128, 4096))
+    line = fig.axes[0].get_lines()[0]
+    np.testing.assert_allclose(
+        line.get_ydata(), np.pi / 2 * 10 ** (4 - 8 / np.array([4, 128, 4096]))
+    )
+    assert fig.axes[0].get_yscale() == "log"
+    plt.close(fig)
+
+
+def test_plot_sum_vs_integral():
+    fig = decay.plot_sum_vs_integral(d=32, max_distance=300)
+    top, bottom = fig.axes[:2]
+    s, integral = _lines(top)
+    assert s.get_ydata()[99] == pytest.approx(mp_ones(100, 32), abs=1e-10)
+    expected, _ = quad(lambda t: np.cos(100 * 1e4**-t), 0, 1, limit=500, epsabs=1e-13)
+    assert integral.get_ydata()[99] == pytest.approx(32 * expected, abs=1e-9)
+    diff, upper, lower = _lines(bottom)[:3]
+    np.testing.assert_allclose(diff.get_ydata(), s.get_ydata() - integral.get_ydata())
+    x = np.arange(1, 301)
+    k = np.clip(16 / np.log(1e4) * np.log(x * 2 * np.log(1e4) / (32 * np.pi)), 0, 16)
+    np.testing.assert_allclose(upper.get_ydata(), np.sqrt(2 * k), atol=1e-12)
+    np.testing.assert_allclose(lower.get_ydata(), -np.sqrt(2 * k), atol=1e-12)
+    assert bottom.get_xscale() == "log"
+    plt.close(fig)
+
+
+def test_plot_schedules_continuum_and_discrete():
+    fig = decay.plot_schedules(schedules=("t", "t^2"), short_max=20, long_max=1000, n_points=12)
+    lin = _lines(fig.axes[0])[0]
+    xs = lin.get_xdata()
+    np.testing.assert_allclose(lin.get_ydata()[1:], np.sin(xs[1:]) / xs[1:], atol=1e-14)
+    sq = _lines(fig.axes[1])[1]
+    assert sq.get_ydata()[5] == pytest.approx(mp_power_integral(sq.get_xdata()[5], 2), abs=1e-8)
+    plt.close(fig)
+    fig = decay.plot_schedules(
+        d=16, schedules=("10000^-t",), short_max=30, long_max=300, n_points=10
+    )
+    line = _lines(fig.axes[0])[0]
+    assert line.get_ydata()[17] == pytest.approx(mp_ones(17, 16) / 16, abs=1e-12)
+    assert "d = 16" in fig.axes[1].get_title()
+    plt.close(fig)
+
+
+def test_plot_roformer_bound():
+    fig = decay.plot_roformer_bound(d=16, max_distance=40)
+    line = fig.axes[0].get_lines()[0]
+    np.testing.assert_array_equal(line.get_xdata(), np.arange(41))
+    assert line.get_ydata()[0] == pytest.approx(4.5)
+    assert line.get_ydata()[33] == pytest.approx(mp_bound(33, 16), abs=1e-12)
+    assert fig.axes[0].get_ylabel() == "relative upper bound"
+    plt.close(fig)
+
+
+def test_plot_monte_carlo():
+    fig = decay.plot_monte_carlo(d=16, max_distance=64, step=16, n_samples=200)
+    ax = fig.axes[0]
+    exact_lines = [ln for ln in _lines(ax) if ln.get_linestyle() != "None"]
+    markers = [ln for ln in _lines(ax) if ln.get_marker() == "o"]
+    assert len(exact_lines) == 3 and len(markers) == 3
+    mean, _ = decay.monte_carlo_score(np.arange(0, 65, 16), 16, n_samples=200, seed=0)
+    np.testing.assert_allclose(markers[0].get_ydata(), mean)
+    np.testing.assert_allclose(exact_lines[0].get_ydata(), 0.0)
+    np.testing.assert_allclose(
+        exact_lines[2].get_ydata(), [mp_ones(v, 16) for v in range(0, 65, 16)], atol=1e-10
+    )
+    assert len(ax.containers) == 3  # three error-bar series
+    plt.close(fig)
+
+
+def test_plot_diagonal_h():
+    fig = decay.plot_diagonal_h(d=16, max_distance=50)
+    rel, bound = _lines(fig.axes[0])[:2]
+    h = 1 - np.arange(8) / 8
+    x = np.arange(51)
+    # p_x^T H p_0 with explicit (cos, sin) encodings and H = diag(h_0, h_0, h_1, h_1, ...):
+    t = f64_theta(16)
+    p = np.stack([np.cos(np.multiply.outer(x, t)), np.sin(np.multiply.outer(x, t))], -1)
+    full = (
+        p.reshape(51, 16)
+        @ np.diag(np.repeat(h, 2))
+        @ np.ravel(np.column_stack([np.ones(8), np.zeros(8)]))
+    )
+    np.testing.assert_allclose(rel.get_ydata(), full, atol=1e-12)
+    np.testing.assert_allclose(
+        rel.get_ydata(), np.cos(np.multiply.outer(x, f64_theta(16))) @ h, atol=1e-12
+    )
+    # smooth ramp: every step, including the final drop to h_8 = 0, is 1/8
+    np.testing.assert_allclose(bound.get_ydata()[7], mp_bound(7, 16), atol=1e-12)
+    assert np.all(np.abs(rel.get_ydata()) <= bound.get_ydata() + 1e-12)
+    slow, slow_bound = _lines(fig.axes[1])[:2]
+    # h_i = 1 for i >= 6 (the slowest quarter of 8 pairs): explicit cosine sum
+    np.testing.assert_allclose(
+        slow.get_ydata(), np.cos(np.multiply.outer(x, f64_theta(16)[6:])).sum(axis=1), atol=1e-12
+    )
+    # last step |h_7 - h_8| = 1: the bound is the full sum of |S_j|
+    np.testing.assert_allclose(slow_bound.get_ydata()[7], 8 * mp_bound(7, 16), atol=1e-10)
+    assert np.all(np.abs(slow.get_ydata()) <= slow_bound.get_ydata() + 1e-12)
+    plt.close(fig)
