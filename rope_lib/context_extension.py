@@ -1,0 +1,476 @@
+r"""Frequency schedules that run a RoPE model past its training length (``context-extension``).
+
+A model trained on contexts of length :math:`L` has only seen rotation angles
+:math:`m\theta_i` with :math:`0 \le m < L`.  Every method of running it on a longer
+context :math:`L' = sL` (:math:`s \ge 1` is the *scale factor*) replaces the
+frequencies :math:`\theta_i = b^{-2i/d}` of :func:`rope_lib.theta` by new ones
+:math:`\theta_i'` and sometimes rescales the attention logits as well.
+
+What this module computes
+-------------------------
+* :func:`scaled_theta`: the new frequencies and the attention factor of the methods
+  ``"none"``, ``"linear"`` (position interpolation), ``"ntk"`` (NTK-aware base change),
+  ``"dynamic"`` (dynamic NTK), ``"yarn"`` and ``"llama3"``.
+* :func:`scaled_margin` and :func:`scaled_horizon`: the similarity margin
+  :math:`B_m = \sum_i \cos(m\theta_i')` of the base-bound chapter evaluated with the new
+  frequencies, and the first distance at which it turns negative.
+* :func:`plot_wavelengths` and :func:`plot_margins`: the two figures of the chapter.
+
+The conventions follow the reference implementations that models actually run
+(Hugging Face ``transformers.modeling_rope_utils``, which reproduces the released code of
+YaRN and of Llama 3.1); where a paper writes a formula differently the docstring says so.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from . import plotting
+from ._validate import check_base, check_dim, check_integer_array, check_positive_int
+from .decay import exp_sum
+from .frequencies import theta
+
+__all__ = [
+    "EXTENSION_METHODS",
+    "scaled_theta",
+    "yarn_attention_factor",
+    "scaled_margin",
+    "scaled_horizon",
+    "plot_wavelengths",
+    "plot_margins",
+]
+
+#: The accepted values of ``method`` in :func:`scaled_theta`.
+EXTENSION_METHODS: tuple[str, ...] = ("none", "linear", "ntk", "dynamic", "yarn", "llama3")
+
+# The keyword parameters each method accepts, with their defaults (None: required).
+_PARAMS: dict[str, dict[str, Any]] = {
+    "none": {},
+    "linear": {},
+    "ntk": {},
+    "dynamic": {"seq_len": None},
+    "yarn": {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True},
+    "llama3": {"low_freq_factor": 1.0, "high_freq_factor": 4.0},
+}
+
+#: ``original_context`` used by ``"llama3"`` when none is given (Llama 3's 8192).
+LLAMA3_ORIGINAL_CONTEXT = 8192
+
+
+# --------------------------------------------------------------------------------------------
+# argument checks
+# --------------------------------------------------------------------------------------------
+def _check_method(method: Any) -> str:
+    if not isinstance(method, str) or method not in EXTENSION_METHODS:
+        raise ValueError(f"method must be one of {list(EXTENSION_METHODS)}, got {method!r}")
+    return method
+
+
+def _check_real(value: Any, name: str, minimum: float, strict: bool, what: str) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be {what}, got {value!r} of type {type(value).__name__}")
+    out = float(value)
+    if not math.isfinite(out) or (out <= minimum if strict else out < minimum):
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    return out
+
+
+def _check_factor(factor: Any) -> float:
+    what = "a finite real number >= 1 (the scale factor s)"
+    return _check_real(factor, "factor", 1.0, False, what)
+
+
+def _check_params(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    accepted = _PARAMS[method]
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        names = ", ".join(accepted) if accepted else "none"
+        raise TypeError(
+            f"method {method!r} got unexpected parameter(s) {unknown}; it accepts: {names}"
+        )
+    return {**accepted, **params}
+
+
+# --------------------------------------------------------------------------------------------
+# the frequencies
+# --------------------------------------------------------------------------------------------
+def yarn_attention_factor(factor: float) -> float:
+    r"""YaRN's attention factor :math:`\sqrt{1/t} = 0.1\ln s + 1`.
+
+    Peng et al. (2024) divide the logits by a temperature :math:`t` with
+    :math:`\sqrt{1/t} = 0.1 \ln s + 1`; implementations multiply both ``cos`` and ``sin``
+    (hence :math:`q` and :math:`k`) by :math:`\sqrt{1/t}`, so the logits are multiplied by
+    :math:`1/t = (0.1\ln s + 1)^2`.
+
+    Parameters
+    ----------
+    factor : float
+        Scale factor :math:`s \ge 1`.
+
+    Returns
+    -------
+    float
+        :math:`0.1\ln s + 1` (1.0 at :math:`s = 1`).
+    """
+    s = _check_factor(factor)
+    return 0.1 * math.log(s) + 1.0
+
+
+def _yarn_ramp(d: int, base: float, context: int, beta_fast: float, beta_slow: float,
+               truncate: bool) -> np.ndarray:
+    """The weight gamma_i of the original frequency (1: keep theta_i, 0: theta_i / s)."""
+
+    def index_of(rotations: float) -> float:
+        # the (real) pair index i at which L theta_i / (2 pi) equals `rotations`
+        return d * math.log(context / (rotations * 2.0 * math.pi)) / (2.0 * math.log(base))
+
+    low, high = index_of(beta_fast), index_of(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    n = d // 2
+    if low > d - 1:
+        # Every pair turns more than beta_fast times: keep them all. (The reference code
+        # clamps high to d - 1 < low, its ramp runs backwards and interpolates every pair.)
+        return np.ones(n)
+    if high < 0:
+        # Every pair turns fewer than beta_slow times (L < 2 pi beta_slow): interpolate all.
+        return np.zeros(n)
+    low, high = max(low, 0), min(high, d - 1)  # the reference code clamps to d - 1
+    if low == high:
+        high += 0.001  # as in the reference code: avoid dividing by zero
+    i = np.arange(n, dtype=np.float64)
+    return 1.0 - np.clip((i - low) / (high - low), 0.0, 1.0)
+
+
+def scaled_theta(
+    d: int,
+    base: float,
+    method: str,
+    factor: float,
+    original_context: int | None = None,
+    **params: Any,
+) -> tuple[np.ndarray, float]:
+    r"""Frequencies :math:`\theta_i'` and attention factor of a context-extension method.
+
+    With :math:`\theta_i = b^{-2i/d}` (:func:`rope_lib.theta`), scale factor :math:`s`
+    (``factor``) and training context :math:`L` (``original_context``):
+
+    ``"none"``
+        :math:`\theta_i' = \theta_i` (``factor`` is checked and otherwise ignored).
+    ``"linear"``, position interpolation (Chen et al. 2023)
+        :math:`\theta_i' = \theta_i / s`: position :math:`m` is read as :math:`m/s`.
+    ``"ntk"``, NTK-aware scaling
+        :math:`\theta_i' = (b')^{-2i/d}` with :math:`b' = b\, s^{d/(d-2)}`, so that
+        :math:`\theta_0' = \theta_0` and :math:`\theta_{d/2-1}' = \theta_{d/2-1}/s`.
+    ``"dynamic"``, dynamic NTK scaling (parameter ``seq_len`` = :math:`\ell`, the current
+    sequence length, required)
+        NTK with the effective factor
+        :math:`s_\ell = s\,\max(\ell, L)/L - (s - 1)`, the rule of Hugging Face
+        ``transformers``; :math:`s_\ell = 1` while :math:`\ell \le L`, and with ``factor=1``
+        it is the :math:`\max(1, \ell/L)` of Peng et al. (2024).
+    ``"yarn"`` (Peng et al. 2024; parameters ``beta_fast=32``, ``beta_slow=1``,
+    ``truncate=True``)
+        :math:`\theta_i' = (1 - \gamma_i)\,\theta_i/s + \gamma_i\,\theta_i`, with the ramp
+        :math:`\gamma_i = 1 - \operatorname{clip}\bigl((i - i_{\rm lo})/(i_{\rm hi} - i_{\rm lo}),
+        0, 1\bigr)`, where :math:`i(\beta) = \frac{d \ln(L / (2\pi\beta))}{2 \ln b}` is the
+        pair index whose frequency makes :math:`\beta` full turns over :math:`L` positions,
+        :math:`i_{\rm lo} = \max(\lfloor i(\beta_{\rm fast})\rfloor, 0)` and
+        :math:`i_{\rm hi} = \min(\lceil i(\beta_{\rm slow})\rceil, d - 1)` (no floor/ceil if
+        ``truncate=False``). Pairs that turn more than :math:`\beta_{\rm fast}` times are
+        kept, pairs that turn less than :math:`\beta_{\rm slow}` times are interpolated.
+        One deliberate difference from the reference code: when even
+        :math:`i_{\rm lo} > d - 1` (every pair turns more than :math:`\beta_{\rm fast}` times,
+        e.g. :math:`d = 4, b = 10, L = 32768`) the reference ramp runs backwards and
+        interpolates every pair; here every pair is kept, and symmetrically every pair is
+        interpolated when :math:`i(\beta_{\rm slow}) < 0`.
+        The paper writes the ramp as linear in the number of turns
+        :math:`r_i = L\theta_i/(2\pi)`; the released code, followed here, makes it linear in
+        :math:`i` between the same two end points. Attention factor
+        :math:`0.1 \ln s + 1` (:func:`yarn_attention_factor`).
+    ``"llama3"`` (Llama 3.1, Dubey et al. 2024; parameters ``low_freq_factor=1``,
+    ``high_freq_factor=4``; ``original_context`` defaults to 8192)
+        With wavelength :math:`\lambda_i = 2\pi/\theta_i`,
+
+        .. math::
+            \theta_i' = \begin{cases}
+            \theta_i & \lambda_i < L/\beta \\
+            \theta_i/s & \lambda_i > L/\alpha \\
+            (1 - \mu_i)\,\theta_i/s + \mu_i\,\theta_i, \quad
+            \mu_i = \dfrac{L/\lambda_i - \alpha}{\beta - \alpha} & \text{otherwise,}
+            \end{cases}
+
+        where :math:`\alpha` = ``low_freq_factor`` and :math:`\beta` = ``high_freq_factor``.
+
+    Parameters
+    ----------
+    d : int
+        Head dimension (even, >= 2; >= 4 for ``"ntk"`` and ``"dynamic"``, whose exponent
+        :math:`d/(d-2)` needs :math:`d > 2`).
+    base : float
+        RoPE base :math:`b > 1`.
+    method : str
+        One of :data:`EXTENSION_METHODS`.
+    factor : float
+        Scale factor :math:`s \ge 1` (target context over training context).
+    original_context : int, optional
+        Training context :math:`L`. Required by ``"dynamic"`` and ``"yarn"``; ``"llama3"``
+        uses 8192 when it is omitted; the other methods ignore it (but check it if given).
+    **params
+        Method-specific parameters listed above; any other name raises ``TypeError``.
+
+    Returns
+    -------
+    theta : numpy.ndarray
+        float64 array of the :math:`d/2` frequencies :math:`\theta_i'`.
+    attention_factor : float
+        The factor by which implementations multiply ``cos`` and ``sin`` (so the attention
+        logits are multiplied by its square): :math:`0.1\ln s + 1` for ``"yarn"``, 1.0 for
+        every other method.
+    """
+    d = check_dim(d)
+    base = check_base(base)
+    method = _check_method(method)
+    s = _check_factor(factor)
+    p = _check_params(method, params)
+    if original_context is not None:
+        original_context = check_positive_int(original_context, "original_context")
+    elif method == "llama3":
+        original_context = LLAMA3_ORIGINAL_CONTEXT
+    elif method in ("dynamic", "yarn"):
+        raise ValueError(
+            f"original_context (the training context length, an integer >= 1) is required "
+            f"by method {method!r}"
+        )
+
+    th = theta(d, base)
+    if method == "none":
+        return th, 1.0
+    if method == "linear":
+        return th / s, 1.0
+    if method in ("ntk", "dynamic"):
+        if d < 4:
+            raise ValueError(f"d must be an even integer >= 4 for method {method!r}, got {d}")
+        if method == "dynamic":
+            if p["seq_len"] is None:
+                raise ValueError(
+                    "seq_len (the current sequence length, an integer >= 1) is required by "
+                    "method 'dynamic'"
+                )
+            seq_len = check_positive_int(p["seq_len"], "seq_len")
+            s = s * max(seq_len, original_context) / original_context - (s - 1.0)
+        # b' = b s^{d/(d-2)}, computed in logs: theta_i' = exp(-(2i/d) (ln b + d/(d-2) ln s))
+        log_base = math.log(base) + d / (d - 2) * math.log(s)
+        i = np.arange(d // 2, dtype=np.float64)
+        return np.exp(-(2.0 * i / d) * log_base), 1.0
+    if method == "yarn":
+        beta_fast = _check_real(p["beta_fast"], "beta_fast", 0.0, True, "a finite real number > 0")
+        beta_slow = _check_real(p["beta_slow"], "beta_slow", 0.0, True, "a finite real number > 0")
+        if beta_fast <= beta_slow:
+            raise ValueError(
+                f"beta_fast must be larger than beta_slow (full turns over the training context "
+                f"above which a pair is kept, below which it is interpolated), got "
+                f"{beta_fast} <= {beta_slow}"
+            )
+        if not isinstance(p["truncate"], (bool, np.bool_)):
+            raise TypeError(f"truncate must be True or False, got {p['truncate']!r}")
+        gamma = _yarn_ramp(d, base, original_context, beta_fast, beta_slow, bool(p["truncate"]))
+        return (1.0 - gamma) * th / s + gamma * th, yarn_attention_factor(s)
+    # llama3
+    positive = "a finite real number > 0"
+    low = _check_real(p["low_freq_factor"], "low_freq_factor", 0.0, True, positive)
+    high = _check_real(p["high_freq_factor"], "high_freq_factor", 0.0, True, positive)
+    if high <= low:
+        raise ValueError(
+            f"high_freq_factor must be larger than low_freq_factor, got {high} <= {low}"
+        )
+    wavelength = 2.0 * math.pi / th
+    mu = (original_context / wavelength - low) / (high - low)
+    out = np.where(
+        wavelength < original_context / high,
+        th,
+        np.where(wavelength > original_context / low, th / s, (1.0 - mu) * th / s + mu * th),
+    )
+    return out, 1.0
+
+
+# --------------------------------------------------------------------------------------------
+# the base bound under scaling
+# --------------------------------------------------------------------------------------------
+def scaled_margin(
+    m: Any,
+    d: int,
+    base: float,
+    method: str,
+    factor: float,
+    original_context: int | None = None,
+    **params: Any,
+) -> np.ndarray | np.float64:
+    r"""Similarity margin :math:`B_m = \sum_i \cos(m\theta_i')` with scaled frequencies.
+
+    .. math:: B_m' = \sum_{i=0}^{d/2-1} \cos(m\,\theta_i'),
+              \qquad (\theta', a) = \texttt{scaled\_theta}(d, b, \text{method}, s, L, \dots)
+
+    The attention factor :math:`a` of YaRN multiplies the logits, hence the margin, by
+    :math:`a^2 > 0`; it changes no sign, so it is left out.
+
+    Parameters
+    ----------
+    m : int or array_like of int
+        Distance(s) :math:`m` (integers).
+    d, base, method, factor, original_context, **params
+        As in :func:`scaled_theta`.
+
+    Returns
+    -------
+    numpy.float64 or numpy.ndarray
+        :math:`B_m'`, same shape as ``m``.
+    """
+    ms = check_integer_array(m, "m")
+    th, _ = scaled_theta(d, base, method, factor, original_context, **params)
+    return np.real(exp_sum(ms, th))
+
+
+def scaled_horizon(
+    d: int,
+    base: float,
+    method: str,
+    factor: float,
+    original_context: int | None = None,
+    limit: int = 10_000_000,
+    **params: Any,
+) -> int | None:
+    r"""First distance :math:`m \ge 0` with :math:`B_m' < 0`, searched below ``limit``.
+
+    This is the largest context :math:`L^\ast` such that :math:`B_m' \ge 0` for every integer
+    :math:`0 \le m < L^\ast`: the base bound of chapter ``base-bound`` for the scaled
+    frequencies.
+
+    Parameters
+    ----------
+    d, base, method, factor, original_context, **params
+        As in :func:`scaled_theta`.
+    limit : int
+        Search :math:`0 \le m <` ``limit`` (default :math:`10^7`).
+
+    Returns
+    -------
+    int or None
+        The first :math:`m` with :math:`B_m' < 0`, or ``None`` if there is none below ``limit``.
+    """
+    limit = check_positive_int(limit, "limit")
+    th, _ = scaled_theta(d, base, method, factor, original_context, **params)
+    chunk = 1 << 17
+    for start in range(0, limit, chunk):
+        m = np.arange(start, min(limit, start + chunk), dtype=np.int64)
+        neg = np.flatnonzero(np.real(exp_sum(m, th)) < 0)
+        if neg.size:
+            return int(m[neg[0]])
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# figures
+# --------------------------------------------------------------------------------------------
+_LABELS = {
+    "none": "none (original)",
+    "linear": "linear (PI)",
+    "ntk": "NTK-aware",
+    "dynamic": "dynamic NTK",
+    "yarn": "YaRN",
+    "llama3": "Llama 3.1",
+}
+
+
+def _check_methods(methods: Sequence[str]) -> list[str]:
+    if isinstance(methods, str) or len(methods) == 0:
+        raise ValueError(
+            f"methods must be a non-empty sequence of names from {list(EXTENSION_METHODS)}"
+        )
+    return [_check_method(m) for m in methods]
+
+
+def plot_wavelengths(
+    d: int = 128,
+    base: float = 500000.0,
+    factor: float = 8.0,
+    original_context: int = 8192,
+    methods: Sequence[str] = ("none", "linear", "ntk", "yarn", "llama3"),
+) -> Figure:
+    r"""Figure: wavelength :math:`\lambda_i = 2\pi/\theta_i'` against the pair index
+    :math:`i` for each method (log scale), with the training context :math:`L` and the
+    target :math:`sL` drawn as horizontal lines.
+
+    ``"dynamic"`` is drawn at ``seq_len = factor * original_context``.
+    """
+    methods = _check_methods(methods)
+    original_context = check_positive_int(original_context, "original_context")
+    fig, ax = plotting.new_figure(width=7.2, height=4.2)
+    i = np.arange(check_dim(d) // 2)
+    for k, method in enumerate(methods):
+        extra = {"seq_len": int(round(factor * original_context))} if method == "dynamic" else {}
+        th, _ = scaled_theta(d, base, method, factor, original_context, **extra)
+        ax.plot(i, 2.0 * np.pi / th, label=_LABELS[method], lw=1.8, **plotting.line_style(k))
+    for value, text in ((original_context, "$L$"), (factor * original_context, "$sL$")):
+        ax.axhline(value, color="0.4", lw=0.8, linestyle=":")
+        ax.annotate(text, (0.01, value), xycoords=("axes fraction", "data"), va="bottom",
+                    fontsize=10, color="0.3")
+    ax.set_yscale("log")
+    ax.set_xlabel("pair index $i$")
+    ax.set_ylabel(r"wavelength $2\pi/\theta_i'$ (positions)")
+    ax.set_title(f"d = {d}, b = {base:g}, L = {original_context}, s = {factor:g}")
+    ax.legend(loc="upper left", bbox_to_anchor=(0.04, 1.0))
+    return fig
+
+
+def plot_margins(
+    d: int = 128,
+    base: float = 500000.0,
+    factor: float = 8.0,
+    original_context: int = 8192,
+    max_distance: int = 300_000,
+    methods: Sequence[str] = ("none", "linear", "ntk", "yarn", "llama3"),
+    n_points: int = 1500,
+) -> Figure:
+    r"""Figure: the worst margin so far, :math:`\min_{0 \le m' \le m} B_{m'}'`, against
+    :math:`m` (log axis) for each method, with each method's horizon (the first :math:`m`
+    with :math:`B_m' < 0`, :func:`scaled_horizon`) marked by a dot and the target context
+    :math:`sL` by a dotted line.
+
+    :math:`B_m'` itself oscillates too fast to read; its running minimum crosses zero
+    exactly at the horizon. The curve is drawn at ``n_points`` distances spaced evenly on
+    the log axis (exact running minima at those distances). ``"dynamic"`` uses
+    ``seq_len = s L``.
+    """
+    methods = _check_methods(methods)
+    original_context = check_positive_int(original_context, "original_context")
+    max_distance = check_positive_int(max_distance, "max_distance")
+    n_points = check_positive_int(n_points, "n_points", minimum=2)
+    m = np.arange(max_distance + 1)
+    shown = np.unique(np.geomspace(1, max_distance, n_points).astype(np.int64))
+    fig, ax = plotting.new_figure(width=7.2, height=4.0)
+    for k, method in enumerate(methods):
+        extra = {"seq_len": int(round(factor * original_context))} if method == "dynamic" else {}
+        worst = np.minimum.accumulate(
+            scaled_margin(m, d, base, method, factor, original_context, **extra)
+        )
+        style = plotting.line_style(k)
+        ax.plot(shown, worst[shown], label=_LABELS[method], lw=1.6, **style)
+        negative = np.flatnonzero(worst < 0)
+        if negative.size:
+            ax.plot([negative[0]], [0.0], "o", color=style["color"], ms=6, zorder=3)
+    ax.axhline(0.0, color="0.2", lw=0.8)
+    ax.axvline(factor * original_context, color="0.4", lw=0.8, linestyle=":")
+    ax.annotate("$sL$", (factor * original_context, 0.97), xycoords=("data", "axes fraction"),
+                ha="right", va="top", fontsize=10, color="0.3")
+    ax.set_xscale("log")
+    ax.set_xlabel("distance $m$")
+    ax.set_ylabel(r"running minimum of $B_m'$")
+    ax.set_title(f"d = {d}, b = {base:g}, L = {original_context}, s = {factor:g}")
+    ax.legend(loc="upper right")
+    return fig

@@ -1,0 +1,432 @@
+"""Tests of rope_lib.context_extension against independent routes.
+
+Expected values come from the peer implementation that models run (Hugging Face
+``transformers`` 5.x, ``ROPE_INIT_FUNCTIONS`` and ``LlamaRotaryEmbedding``), from the closed
+forms evaluated with mpmath at 30 digits, from the definitions written out here (turn counts
+``L theta_i / 2 pi``, wavelengths ``2 pi / theta_i``), and from direct float64 sums of cosines.
+
+Hugging Face builds its frequency tables in float32 (``base ** (arange / dim)`` on a float32
+tensor), so the comparison is at float32 round-off, with a budget derived here rather than a
+loose constant. With ``u = 2**-24`` (float32 unit round-off), the float32 power
+``b**x = exp(x ln b)`` inherits three roundings of size about ``x ln b * u`` (the exponent
+``2i/d``, the logarithm of ``b``, their product), and the reciprocal, the product with the
+factor add a few ``u`` each: relative error <= ``(3 ln b + 8) u`` (``hf_rtol``; 3.3e-6 at
+b = 1e7). The blends are different: YaRN mixes ``theta_i / s`` and ``theta_i`` with the float32
+weight ``1 - ramp``, whose rounding (a few ``u``, absolute) multiplies the *unscaled*
+``theta_i``, up to ``s`` times larger than ``theta_i'``; the budget adds ``4 u theta_i``.
+Llama 3.1's weight is computed from the float32 ``theta_i`` itself, so its error is
+``(1 + beta / (beta - alpha))`` times ``hf_rtol`` times the unscaled ``theta_i``. Sweeps of
+1500-2000 random cases stayed below 0.5 of these budgets.
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import mpmath as mp
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+import rope_lib
+from rope_lib import context_extension as ce
+from rope_lib import scaled_theta, theta
+
+mp.mp.dps = 30
+
+
+def hf_rtol(base):
+    """Float32 round-off budget of the peer's tables (module docstring)."""
+    return (3 * math.log(base) + 8) * 2.0**-24
+
+dims = st.integers(2, 128).map(lambda k: 2 * k)
+bases = st.floats(1.0, 7.0).map(lambda e: 10.0**e)
+factors = st.floats(1.0, 64.0)
+contexts = st.sampled_from([512, 2048, 4096, 8192, 32768])
+
+
+# ---------------------------------------------------------------------------------- helpers
+def mp_ntk(d, base, s):
+    """theta_i' = (b s^{d/(d-2)})^{-2i/d}, at 30 digits."""
+    b = mp.mpf(base) * mp.power(mp.mpf(s), mp.mpf(d) / (d - 2))
+    return np.array([float(mp.power(b, -mp.mpf(2 * i) / d)) for i in range(d // 2)])
+
+
+def direct_margin(m, frequencies):
+    """sum_i cos(m theta_i), one float64 cosine per term."""
+    return np.cos(np.multiply.outer(np.asarray(m, dtype=np.float64), frequencies)).sum(axis=-1)
+
+
+@pytest.fixture(scope="module")
+def hf():
+    """The Hugging Face peer: a config builder and the init functions."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import transformers
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    # The peer warns when factor differs from max_position_embeddings / original context
+    # by float rounding; the warning is irrelevant to the frequencies.
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+
+    def run(d, base, rope_type, max_positions, seq_len=None, **rope):
+        config = LlamaConfig(
+            head_dim=d,
+            hidden_size=4 * d,
+            num_attention_heads=4,
+            max_position_embeddings=max_positions,
+            rope_parameters={"rope_theta": base, "rope_type": rope_type, **rope},
+        )
+        if rope_type == "default":
+            inv, factor = LlamaRotaryEmbedding.compute_default_rope_parameters(config)
+        else:
+            inv, factor = ROPE_INIT_FUNCTIONS[rope_type](config, None, seq_len=seq_len)
+        return inv.double().numpy(), float(factor)
+
+    yield run
+    transformers.logging.set_verbosity(verbosity)
+
+
+# ------------------------------------------------------------------ the Hugging Face peer
+def test_peer_has_no_separate_ntk_type(hf):
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    # "ntk" is tested against its closed form below because the peer has no static NTK type.
+    assert "ntk" not in ROPE_INIT_FUNCTIONS
+    assert {"linear", "dynamic", "yarn", "llama3"} <= set(ROPE_INIT_FUNCTIONS)
+
+
+@given(d=dims, base=bases)
+def test_none_matches_hf_default(hf, d, base):
+    inv, factor = hf(d, base, "default", 4096)
+    th, a = scaled_theta(d, base, "none", 1.0)
+    np.testing.assert_allclose(th, inv, rtol=hf_rtol(base))
+    assert a == factor == 1.0
+
+
+@given(d=dims, base=bases, s=factors)
+def test_linear_matches_hf(hf, d, base, s):
+    inv, factor = hf(d, base, "linear", 4096, factor=s)
+    th, a = scaled_theta(d, base, "linear", s)
+    np.testing.assert_allclose(th, inv, rtol=hf_rtol(base))
+    assert a == factor == 1.0
+
+
+@given(d=dims, base=bases, s=factors, L=contexts, ratio=st.floats(0.1, 40.0))
+def test_dynamic_matches_hf(hf, d, base, s, L, ratio):
+    seq_len = max(1, int(ratio * L))
+    inv, factor = hf(d, base, "dynamic", L, seq_len=seq_len, factor=s)
+    th, a = scaled_theta(d, base, "dynamic", s, L, seq_len=seq_len)
+    np.testing.assert_allclose(th, inv, rtol=hf_rtol(base))
+    assert a == factor == 1.0
+
+
+@given(d=dims, base=bases, s=factors, L=contexts, fast=st.sampled_from([32.0, 16.0, 64.0]),
+       slow=st.sampled_from([1.0, 2.0]), truncate=st.booleans())
+def test_yarn_matches_hf(hf, d, base, s, L, fast, slow, truncate):
+    # Outside the degenerate corner where the reference ramp runs backwards (next test).
+    lo = d * math.log(L / (2 * math.pi * fast)) / (2 * math.log(base))
+    assume((math.floor(lo) if truncate else lo) <= d - 1)
+    inv, factor = hf(d, base, "yarn", int(s * L), factor=s, original_max_position_embeddings=L,
+                     beta_fast=fast, beta_slow=slow, truncate=truncate)
+    th, a = scaled_theta(d, base, "yarn", s, L, beta_fast=fast, beta_slow=slow, truncate=truncate)
+    budget = hf_rtol(base) * th + 4 * 2.0**-24 * theta(d, base)  # module docstring
+    assert np.all(np.abs(th - inv) <= budget)
+    assert a == pytest.approx(factor, rel=1e-15)
+
+
+def test_yarn_degenerate_corner_differs_from_hf_on_purpose(hf):
+    # d = 4, b = 10, L = 32768: both pairs turn > 32 times over L (5215 and 522 turns), so YaRN
+    # keeps both. The reference clamps i_hi = ceil(7.4) to d - 1 = 3 < i_lo = 4, and its
+    # reversed ramp interpolates both pairs instead.
+    turns = 32768 * theta(4, 10.0) / (2 * math.pi)
+    assert np.all(turns > 32)
+    th, _ = scaled_theta(4, 10.0, "yarn", 2.0, 32768)
+    np.testing.assert_array_equal(th, theta(4, 10.0))
+    inv, _ = hf(4, 10.0, "yarn", 65536, factor=2.0, original_max_position_embeddings=32768)
+    np.testing.assert_allclose(inv, theta(4, 10.0) / 2, rtol=1e-6)
+
+
+@given(d=dims, base=bases, s=factors, L=contexts, low=st.sampled_from([1.0, 0.5, 2.0]),
+       high=st.sampled_from([4.0, 8.0]))
+def test_llama3_matches_hf(hf, d, base, s, L, low, high):
+    inv, factor = hf(d, base, "llama3", int(s * L), factor=s, original_max_position_embeddings=L,
+                     low_freq_factor=low, high_freq_factor=high)
+    th, a = scaled_theta(d, base, "llama3", s, L, low_freq_factor=low, high_freq_factor=high)
+    # The piecewise rule is continuous, so a float32 wavelength that lands on the other side
+    # of a boundary changes the value by round-off only. Absolute budget: module docstring.
+    budget = (1 + high / (high - low)) * hf_rtol(base) * theta(d, base)
+    assert np.all(np.abs(th - inv) <= budget)
+    assert a == factor == 1.0
+
+
+def test_llama31_defaults_match_hf(hf):
+    # Llama 3.1 8B: d = 128, b = 500000, s = 8, L = 8192, low/high = 1/4.
+    inv, _ = hf(128, 500000.0, "llama3", 131072, factor=8.0, original_max_position_embeddings=8192,
+                low_freq_factor=1.0, high_freq_factor=4.0)
+    th, _ = scaled_theta(128, 500000.0, "llama3", 8.0)
+    assert np.all(np.abs(th - inv) <= (1 + 4 / 3) * hf_rtol(500000.0) * theta(128, 500000.0))
+
+
+# ------------------------------------------------------------------ closed forms and laws
+@given(d=dims, base=bases, s=factors)
+def test_linear_is_theta_over_factor(d, base, s):
+    th, _ = scaled_theta(d, base, "linear", s)
+    np.testing.assert_allclose(th * s, theta(d, base), rtol=1e-15)
+
+
+@pytest.mark.parametrize("d, base, s", [(128, 1e4, 4.0), (64, 5e5, 8.0), (6, 100.0, 2.5)])
+def test_ntk_closed_form_mpmath(d, base, s):
+    th, a = scaled_theta(d, base, "ntk", s)
+    np.testing.assert_allclose(th, mp_ntk(d, base, s), rtol=1e-13)
+    assert a == 1.0
+
+
+@given(d=dims, base=bases, s=factors)
+def test_ntk_keeps_fastest_and_interpolates_slowest(d, base, s):
+    th, _ = scaled_theta(d, base, "ntk", s)
+    slowest = base ** (-(d - 2) / d)
+    assert th[0] == 1.0
+    assert th[-1] == pytest.approx(slowest / s, rel=1e-12)
+
+
+@given(d=dims, base=bases, s=factors, L=contexts, ratio=st.floats(0.01, 1.0))
+def test_dynamic_is_unscaled_within_training_context(d, base, s, L, ratio):
+    seq_len = max(1, int(ratio * L))
+    th, _ = scaled_theta(d, base, "dynamic", s, L, seq_len=seq_len)
+    np.testing.assert_allclose(th, theta(d, base), rtol=1e-13)
+
+
+@given(d=dims, base=bases, L=contexts, extra=st.integers(0, 100_000))
+def test_dynamic_with_factor_one_is_ntk_with_length_ratio(d, base, L, extra):
+    # Peng et al.: dynamic NTK uses s = max(1, l / L) at sequence length l.
+    seq_len = L + extra
+    th, _ = scaled_theta(d, base, "dynamic", 1.0, L, seq_len=seq_len)
+    np.testing.assert_allclose(th, mp_ntk(d, base, seq_len / L), rtol=1e-12)
+
+
+@given(d=dims, base=bases, s=factors, L=contexts)
+def test_factor_one_changes_nothing(d, base, s, L):
+    for method in ("none", "linear", "ntk", "yarn", "llama3"):
+        th, a = scaled_theta(d, base, method, 1.0, L)
+        np.testing.assert_allclose(th, theta(d, base), rtol=1e-13, err_msg=method)
+        assert a == 1.0
+    th, _ = scaled_theta(d, base, "dynamic", s, L, seq_len=L)
+    np.testing.assert_allclose(th, theta(d, base), rtol=1e-13)
+
+
+@pytest.mark.parametrize("s, expected", [(1.0, 1.0), (math.e, 1.1), (math.exp(10.0), 2.0)])
+def test_yarn_attention_factor_values(s, expected):
+    assert ce.yarn_attention_factor(s) == pytest.approx(expected, rel=1e-14)
+    _, a = scaled_theta(64, 1e4, "yarn", s, 2048)
+    assert a == pytest.approx(expected, rel=1e-14)
+
+
+@given(s=factors)
+def test_yarn_attention_factor_formula(s):
+    _, a = scaled_theta(128, 1e4, "yarn", s, 4096)
+    assert a == pytest.approx(float(mp.mpf("0.1") * mp.log(mp.mpf(s)) + 1), rel=1e-14)
+
+
+@given(d=dims, base=bases, s=st.floats(1.001, 64.0), L=contexts)
+def test_yarn_keeps_fast_interpolates_slow_and_blends_between(d, base, s, L):
+    th0 = theta(d, base)
+    th, _ = scaled_theta(d, base, "yarn", s, L)
+    turns = L * th0 / (2 * math.pi)  # full turns of pair i over the training context
+    fast = turns > 32.0 * (1 + 1e-9)
+    slow = turns < 1.0 * (1 - 1e-9)
+    np.testing.assert_array_equal(th[fast], th0[fast])
+    np.testing.assert_allclose(th[slow], th0[slow] / s, rtol=1e-15)
+    assert np.all(th <= th0 * (1 + 1e-15)) and np.all(th >= th0 / s * (1 - 1e-15))
+    assert np.all(np.diff(th) < 0)  # still a strictly decreasing schedule
+
+
+@given(d=dims, base=bases, s=st.floats(1.001, 64.0), L=contexts)
+def test_llama3_keeps_high_and_divides_low_frequencies(d, base, s, L):
+    th0 = theta(d, base)
+    th, _ = scaled_theta(d, base, "llama3", s, L)
+    wavelength = 2 * math.pi / th0
+    high = wavelength < L / 4.0
+    low = wavelength > L / 1.0
+    np.testing.assert_array_equal(th[high], th0[high])
+    np.testing.assert_allclose(th[low], th0[low] / s, rtol=1e-15)
+    assert np.all(th <= th0 * (1 + 1e-15)) and np.all(th >= th0 / s * (1 - 1e-15))
+    assert np.all(np.diff(th) < 0)
+
+
+def test_llama3_middle_band_by_hand():
+    # d = 4, b chosen so that the slow pair's wavelength is exactly L/2 = 4096 (L = 8192):
+    # mu = (L / lambda - 1) / (4 - 1) = 1/3, theta' = (2/3) theta / s + (1/3) theta.
+    theta1 = 2 * math.pi / 4096
+    base = theta1 ** (-2.0)
+    th, _ = scaled_theta(4, base, "llama3", 8.0)
+    assert th[0] == 1.0
+    assert th[1] == pytest.approx(theta1 * (2 / 3 / 8 + 1 / 3), rel=1e-13)
+
+
+def test_none_ignores_factor_and_context():
+    th, a = scaled_theta(16, 1e4, "none", 7.0, 1024)
+    np.testing.assert_allclose(th, theta(16, 1e4), rtol=0)
+    assert a == 1.0
+
+
+# ------------------------------------------------------------------ the base bound
+@pytest.mark.parametrize("method", ["none", "linear", "ntk", "yarn", "llama3"])
+def test_scaled_margin_equals_direct_cosine_sum(method):
+    m = np.array([0, 1, 5, 100, 1707, 4096, 65_536, 1_000_003])
+    th, _ = scaled_theta(64, 1e4, method, 4.0, 2048)
+    np.testing.assert_allclose(
+        ce.scaled_margin(m, 64, 1e4, method, 4.0, 2048), direct_margin(m, th), atol=1e-9
+    )
+    assert ce.scaled_margin(0, 64, 1e4, method, 4.0, 2048) == pytest.approx(32.0)
+
+
+@pytest.mark.parametrize(
+    "d, base, method, s", [(32, 100.0, "none", 1.0), (32, 100.0, "linear", 3.0),
+                           (32, 100.0, "ntk", 3.0), (16, 1000.0, "yarn", 2.0)]
+)
+def test_scaled_horizon_equals_brute_force(d, base, method, s):
+    th, _ = scaled_theta(d, base, method, s, 256)
+    m = np.arange(200_000)
+    negative = np.flatnonzero(direct_margin(m, th) < 0)
+    expected = int(negative[0]) if negative.size else None
+    assert ce.scaled_horizon(d, base, method, s, 256, limit=200_000) == expected
+
+
+@pytest.mark.parametrize("d, base, s", [(128, 1e4, 4.0), (64, 5e5, 8.0)])
+def test_horizons_agree_with_the_base_bound_module(d, base, s):
+    # rope_lib.base_bound is a separate implementation (certified scan of B_m): without
+    # extension the horizon is max_context(b), and NTK's is max_context(b s^(d/(d-2))).
+    assert ce.scaled_horizon(d, base, "none", 1.0) == rope_lib.max_context(base, d)
+    assert ce.scaled_horizon(d, base, "ntk", s) == rope_lib.max_context(
+        base * s ** (d / (d - 2)), d
+    )
+    m = np.arange(0, 20_000, 13)
+    np.testing.assert_allclose(
+        ce.scaled_margin(m, d, base, "none", 3.0), rope_lib.similarity_margin(m, d, base),
+        atol=1e-9,
+    )
+
+
+def test_scaled_horizon_none_below_limit():
+    # B_m = cos(m) for d = 2, b irrelevant: B_0 = B_1 = 1, cos 1 > 0; cos 2 < 0.
+    assert ce.scaled_horizon(2, 10.0, "none", 1.0, limit=2) is None
+    assert ce.scaled_horizon(2, 10.0, "none", 1.0, limit=3) == 2
+
+
+# ------------------------------------------------------------------ figures
+def test_plot_wavelengths_draws_the_wavelengths():
+    d, base, s, L = 64, 1e4, 4.0, 2048
+    fig = ce.plot_wavelengths(d, base, s, L, methods=("none", "linear", "ntk", "dynamic"))
+    ax = fig.axes[0]
+    i = np.arange(d // 2)
+    lines = [ln for ln in ax.get_lines() if len(ln.get_xdata()) == d // 2]
+    assert len(lines) == 4
+    np.testing.assert_allclose(lines[0].get_ydata(), 2 * np.pi * base ** (2 * i / d), rtol=1e-12)
+    np.testing.assert_allclose(lines[1].get_ydata(), 2 * np.pi * s * base ** (2 * i / d),
+                               rtol=1e-12)
+    np.testing.assert_allclose(lines[2].get_ydata(), 2 * np.pi / mp_ntk(d, base, s), rtol=1e-12)
+    # dynamic at seq_len = s L: NTK with s_eff = s * s - (s - 1)
+    np.testing.assert_allclose(lines[3].get_ydata(), 2 * np.pi / mp_ntk(d, base, s * s - s + 1),
+                               rtol=1e-12)
+    flat = sorted(ln.get_ydata()[0] for ln in ax.get_lines() if len(ln.get_xdata()) == 2)
+    assert flat == [L, s * L]
+    assert ax.get_yscale() == "log"
+    assert "wavelength" in ax.get_ylabel() and "$i$" in ax.get_xlabel()
+    assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == ["none (original)",
+                                                                         "linear (PI)"]
+    plt.close(fig)
+
+
+def test_plot_margins_draws_running_minima_and_horizons():
+    d, base, s, L, top = 32, 1e4, 2.0, 512, 20_000
+    fig = ce.plot_margins(d, base, s, L, top, methods=("none", "linear", "yarn"), n_points=300)
+    ax = fig.axes[0]
+    curves = [ln for ln in ax.get_lines() if len(ln.get_xdata()) > 2]
+    dots = [ln for ln in ax.get_lines() if len(ln.get_xdata()) == 1]
+    assert len(curves) == 3
+    m = np.arange(top + 1)
+    for line, frequencies in zip(
+        curves, [theta(d, base), theta(d, base) / s, scaled_theta(d, base, "yarn", s, L)[0]],
+        strict=True,
+    ):
+        x = np.asarray(line.get_xdata())
+        assert x[0] == 1 and x[-1] == top and np.all(np.diff(x) > 0)
+        worst = np.array([direct_margin(m[: k + 1], frequencies).min() for k in (x[0], x[-1])])
+        np.testing.assert_allclose(np.asarray(line.get_ydata())[[0, -1]], worst, atol=1e-9)
+        assert np.all(np.diff(line.get_ydata()) <= 0)  # a running minimum never rises
+    # one dot per curve that turns negative, at the brute-force first negative distance
+    firsts = []
+    for frequencies in (theta(d, base), theta(d, base) / s):
+        negative = np.flatnonzero(direct_margin(m, frequencies) < 0)
+        firsts.append(int(negative[0]))
+    assert [int(dot.get_xdata()[0]) for dot in dots][:2] == firsts
+    assert ax.get_xscale() == "log"
+    assert ax.get_xlabel() == "distance $m$" and "minimum" in ax.get_ylabel()
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------ argument checks
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"method": "rope"}, ValueError, r"method must be one of \['none', 'linear', 'ntk'"),
+        ({"method": None}, ValueError, "method must be one of"),
+        ({"factor": 0.5}, ValueError, "factor must be .*>= 1"),
+        ({"factor": float("nan")}, ValueError, "factor"),
+        ({"factor": float("inf")}, ValueError, "factor"),
+        ({"factor": True}, TypeError, "factor"),
+        ({"factor": "2"}, TypeError, "factor"),
+        ({"d": 7}, ValueError, "d must be an even integer"),
+        ({"d": 8.0}, TypeError, "d must be an even integer"),
+        ({"base": 1.0}, ValueError, "base must be"),
+        ({"base": -5.0}, ValueError, "base must be"),
+        ({"original_context": 0}, ValueError, "original_context"),
+        ({"original_context": 10.5}, TypeError, "original_context"),
+        ({"method": "yarn", "original_context": None}, ValueError, "original_context .* required"),
+        ({"method": "dynamic", "original_context": None, "seq_len": 10}, ValueError,
+         "original_context .* required"),
+        ({"method": "dynamic"}, ValueError, "seq_len .* required"),
+        ({"method": "dynamic", "seq_len": 0}, ValueError, "seq_len"),
+        ({"method": "dynamic", "seq_len": 2.5}, TypeError, "seq_len"),
+        ({"method": "ntk", "d": 2}, ValueError, "d must be an even integer >= 4"),
+        ({"method": "linear", "beta_fast": 3}, TypeError,
+         r"unexpected parameter\(s\) \['beta_fast'\]"),
+        ({"method": "yarn", "seq_len": 3}, TypeError, "accepts: beta_fast, beta_slow, truncate"),
+        ({"method": "yarn", "beta_fast": 1.0, "beta_slow": 2.0}, ValueError,
+         "beta_fast must be larger"),
+        ({"method": "yarn", "beta_slow": 0.0}, ValueError, "beta_slow"),
+        ({"method": "yarn", "truncate": 1}, TypeError, "truncate"),
+        ({"method": "llama3", "low_freq_factor": 4.0, "high_freq_factor": 4.0}, ValueError,
+         "high_freq_factor must be larger"),
+        ({"method": "llama3", "low_freq_factor": -1.0}, ValueError, "low_freq_factor"),
+        ({"method": "llama3", "high_freq_factor": None}, TypeError, "high_freq_factor"),
+    ],
+)
+def test_bad_arguments_raise(kwargs, error, match):
+    args = {"d": 64, "base": 1e4, "method": "linear", "factor": 2.0, "original_context": 1024}
+    args.update(kwargs)
+    with pytest.raises(error, match=match):
+        scaled_theta(**args)
+
+
+def test_bad_arguments_of_margin_horizon_and_plots():
+    with pytest.raises(ValueError, match="m must be whole numbers"):
+        ce.scaled_margin(1.5, 64, 1e4, "linear", 2.0)
+    with pytest.raises(ValueError, match="limit must be an integer >= 1"):
+        ce.scaled_horizon(64, 1e4, "linear", 2.0, limit=0)
+    with pytest.raises(ValueError, match="factor"):
+        ce.yarn_attention_factor(0.9)
+    with pytest.raises(ValueError, match="methods must be a non-empty"):
+        ce.plot_wavelengths(methods=())
+    with pytest.raises(ValueError, match="method must be one of"):
+        ce.plot_margins(methods=("linear", "pi"))
+    with pytest.raises(ValueError, match="max_distance"):
+        ce.plot_margins(max_distance=0)
+    with pytest.raises(ValueError, match="n_points"):
+        ce.plot_margins(max_distance=10, n_points=1)
