@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MODELS", "Param", "compute", "render_matplotlib", "show"]
+__all__ = ["MODELS", "Param", "compute", "render_matplotlib", "show", "static_html", "thin_curve"]
 
 
 @dataclass(frozen=True)
@@ -366,6 +366,32 @@ _COMPUTE = {
 # ------------------------------------------------------------------ rendering
 
 
+def thin_curve(x: np.ndarray, y: np.ndarray, columns: int = 1500) -> tuple[np.ndarray, np.ndarray]:
+    """Keep the first, the smallest and the largest point of each of ``columns`` bins of x.
+
+    A curve of 10^5 points drawn at figure resolution looks the same through its
+    per-column extremes, and draws an order of magnitude faster (the in-page
+    script does the same per pixel column).  Curves of at most ``4 * columns``
+    points are returned unchanged.
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.size <= 4 * columns:
+        return x, y
+    edges = np.linspace(x[0], x[-1], columns + 1)
+    bins = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, columns - 1)
+    starts = np.flatnonzero(np.r_[True, bins[1:] != bins[:-1]])
+    keep = [starts]
+    for reduce in (np.minimum, np.maximum):
+        extreme = reduce.reduceat(y, starts)
+        hit = y == np.repeat(extreme, np.diff(np.r_[starts, y.size]))
+        # first index in each bin where the extreme is reached
+        first = np.flatnonzero(hit & np.r_[True, ~hit[:-1] | (bins[1:] != bins[:-1])])
+        keep.append(first[np.r_[True, bins[first][1:] != bins[first][:-1]]])
+    idx = np.unique(np.concatenate(keep + [[x.size - 1]]))
+    return x[idx], y[idx]
+
+
+
 def render_matplotlib(data: dict, title: str | None = None):
     """Draw the output of :func:`compute` with matplotlib (the live-kernel view).
 
@@ -385,7 +411,7 @@ def render_matplotlib(data: dict, title: str | None = None):
         ax.set_ylabel(panel["ylabel"])
         if panel["kind"] == "lines":
             for k, s in enumerate(panel["series"]):
-                ax.plot(s["x"], s["y"], label=s["label"], linewidth=1.4, **line_style(k))
+                ax.plot(*thin_curve(s["x"], s["y"]), label=s["label"], linewidth=1.4, **line_style(k))
             for vl in panel["vlines"]:
                 ax.axvline(vl["x"], color="#D55E00", linestyle="--", label=vl["label"])
             if len(panel["series"]) > 1 or panel["vlines"]:

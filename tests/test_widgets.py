@@ -176,3 +176,21 @@ def test_every_model_has_a_javascript_twin() -> None:
     script = widgets._asset("ropefig.js")
     for name in MODELS:
         assert re.search(rf"\n    {name}\(v\) {{", script), f"no in-page model {name!r}"
+
+
+def test_thin_curve_keeps_every_column_extreme() -> None:
+    from rope_lib.widgets import thin_curve
+
+    rng = np.random.default_rng(7)
+    x = np.arange(100_001, dtype=float)
+    y = np.cumsum(rng.normal(size=x.size))
+    tx, ty = thin_curve(x, y, columns=500)
+    assert tx.size < 2000 and tx[0] == 0 and tx[-1] == 100_000
+    np.testing.assert_array_equal(ty, y[tx.astype(int)])  # only original points
+    edges = np.linspace(0, 100_000, 501)
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        inside = (x >= lo) & (x < hi)
+        kept = (tx >= lo) & (tx < hi)
+        assert ty[kept].max() == y[inside].max() and ty[kept].min() == y[inside].min()
+    short = np.arange(10.0)
+    assert thin_curve(short, short)[0] is not None and thin_curve(short, short)[0].size == 10
