@@ -26,7 +26,8 @@ def test_chapter_executes(path: Path) -> None:
     notebook = jupytext.read(path)
     client = NotebookClient(
         notebook,
-        timeout=900,
+        timeout=300,  # per cell
+        startup_timeout=120,
         kernel_name="python3",
         resources={"metadata": {"path": str(CHAPTERS)}},
     )
