@@ -1,0 +1,1038 @@
+r"""Rotary position embedding (RoPE): rotation matrices, ``apply_rope`` and its implementations.
+
+Chapter 4 (``chapters/04_rope.md``, label ``rope``) derives RoPE: the query at position
+:math:`m` is multiplied by the block-diagonal rotation :math:`R_m`, whose block :math:`i`
+turns the pair of coordinates :math:`i` by the angle :math:`m\theta_i`, so that
+:math:`(R_m q)^\top (R_n k) = q^\top R_{n-m} k` depends on :math:`n - m` only.  Chapter 5
+(``chapters/05_rope_implementations.md``, label ``rope-implementations``) computes the same
+map in the ways real code does and measures their accuracy.  This module holds:
+
+* :func:`rotation_matrix` and :func:`symbolic_rotation_matrix`: :math:`R_m` as numbers and
+  as a sympy matrix with symbolic frequencies (for proofs);
+* :func:`apply_rope`: the library's fast and accurate implementation (numpy and torch, both
+  layouts, any leading axes, angles in float64);
+* teaching routes: :func:`apply_rope_matrix` (explicit :math:`d\times d` matrices),
+  :func:`llama_precompute_freqs_cis` and :func:`llama_apply_rotary_emb` (complex numbers, as
+  in the LLaMA reference code), :func:`rotate_half`, :func:`rotate_half_cos_sin` and
+  :func:`apply_rotate_half` (the GPT-NeoX / Hugging Face route);
+* layouts: :func:`layout_permutation` (interleaved pairs :math:`(2i, 2i+1)` versus half pairs
+  :math:`(i, i + d/2)`) and :func:`permute_qk_weight` (the row permutation of
+  :math:`W_q, W_k` that checkpoint converters apply);
+* accuracy: :func:`cos_sin_tables` for the usual float32 recipe, bfloat16 tables or
+  positions, and rope_lib's own route; :func:`table_error`, :func:`score_error`;
+* RoPE with linear attention: :func:`elu_feature_map`, :func:`linear_attention_weights`,
+  :func:`linear_attention`;
+* figures: :func:`plot_rotation_2d`, :func:`plot_layout_mismatch`, :func:`plot_accuracy`.
+
+Positions are integers (``3.0`` is accepted, ``2.5`` is refused).  ``torch`` is imported
+only by the functions that need it, so importing :mod:`rope_lib` stays fast.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any
+
+import numpy as np
+import sympy as sp
+from matplotlib.figure import Figure
+
+from . import plotting
+from ._validate import check_base, check_dim, check_integer_array, check_positive_int
+from .frequencies import theta
+
+__all__ = [
+    "rotation_matrix",
+    "symbolic_rotation_matrix",
+    "apply_rope",
+    "apply_rope_matrix",
+    "llama_precompute_freqs_cis",
+    "llama_apply_rotary_emb",
+    "rotate_half",
+    "rotate_half_cos_sin",
+    "apply_rotate_half",
+    "layout_permutation",
+    "permute_qk_weight",
+    "RECIPES",
+    "cos_sin_tables",
+    "table_error",
+    "score_error",
+    "elu_feature_map",
+    "linear_attention_weights",
+    "linear_attention",
+    "plot_rotation_2d",
+    "plot_layout_mismatch",
+    "plot_accuracy",
+]
+
+_LAYOUTS = ("interleaved", "half")
+
+#: Ways of computing the cos/sin tables compared in chapter 5 (see :func:`cos_sin_tables`).
+RECIPES: tuple[str, ...] = ("rope_lib", "float32", "bfloat16_tables", "bfloat16_positions")
+
+_RECIPE_LABELS = {
+    "rope_lib": "rope_lib (float64 angles)",
+    "float32": "usual float32 recipe",
+    "bfloat16_tables": "bfloat16 tables",
+    "bfloat16_positions": "bfloat16 positions",
+}
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _check_layout(layout: Any) -> str:
+    if not isinstance(layout, str) or layout not in _LAYOUTS:
+        raise ValueError(f"layout must be one of {_LAYOUTS}, got {layout!r}")
+    return layout
+
+
+def _is_torch(x: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _pair_slices(d: int, layout: str) -> tuple[slice, slice]:
+    """Slices of the first and second coordinates of the d/2 pairs, in pair order."""
+    if layout == "interleaved":
+        return slice(0, d, 2), slice(1, d, 2)
+    return slice(0, d // 2), slice(d // 2, d)
+
+
+def _positions(positions: Any, name: str = "positions") -> np.ndarray:
+    if _is_torch(positions):
+        positions = positions.detach().cpu().numpy()
+    return check_integer_array(positions, name, ndim=1)
+
+
+def _scalar_position(m: Any, name: str = "m") -> int:
+    if _is_torch(m):
+        m = m.detach().cpu().numpy()
+    return int(check_integer_array(m, name, ndim=0))
+
+
+def _angles(positions: np.ndarray, d: int, base: float) -> np.ndarray:
+    """float64 angles m * theta_i, shape (T, d/2).
+
+    int64 -> float64 is exact below 2**53 and the product is rounded once, so the angle
+    carries a relative error of about 1e-16 (1e-9 rad at position 1e7).
+    """
+    return positions.astype(np.float64)[:, None] * theta(d, base)[None, :]
+
+
+def _check_x(x: Any, name: str = "x") -> tuple[Any, bool]:
+    """Validate a query/key array; return (array, is_torch)."""
+    if _is_torch(x):
+        if x.is_complex() or not x.is_floating_point():
+            raise TypeError(
+                f"{name} must be a floating-point tensor (float64, float32, float16 or "
+                f"bfloat16), got dtype {x.dtype}"
+            )
+        arr, is_torch = x, True
+    else:
+        arr = np.asarray(x)
+        if arr.dtype.kind not in "f":
+            raise TypeError(
+                f"{name} must be a floating-point array (float64, float32 or float16), "
+                f"got dtype {arr.dtype}"
+            )
+        is_torch = False
+    if arr.ndim < 2:
+        raise ValueError(
+            f"{name} must have at least 2 axes (..., T, d): positions along axis -2 and the "
+            f"head dimension along axis -1, got shape {tuple(arr.shape)}"
+        )
+    check_dim(int(arr.shape[-1]), name=f"{name}.shape[-1]")
+    return arr, is_torch
+
+
+def _check_positions_length(pos: np.ndarray, x: Any, name: str = "positions") -> None:
+    if pos.shape[0] != x.shape[-2]:
+        raise ValueError(
+            f"{name} must have one entry per row of x along axis -2: got {pos.shape[0]} "
+            f"positions for x of shape {tuple(x.shape)} (no broadcasting)"
+        )
+
+
+# ----------------------------------------------------------------------- R_m itself
+
+
+def rotation_matrix(
+    m: int, d: int, base: float = 10000.0, layout: str = "interleaved"
+) -> np.ndarray:
+    r"""The RoPE rotation :math:`R_m` as a dense float64 matrix.
+
+    .. math::
+
+        R_m = \operatorname{diag}\big(B(m\theta_0), \dots, B(m\theta_{d/2-1})\big),\qquad
+        B(\alpha) = \begin{pmatrix}\cos\alpha & -\sin\alpha\\ \sin\alpha & \cos\alpha
+        \end{pmatrix},\qquad \theta_i = b^{-2i/d}.
+
+    With ``layout="interleaved"`` block :math:`i` acts on coordinates :math:`(2i, 2i+1)`, so
+    the matrix is block diagonal; with ``layout="half"`` it acts on :math:`(i, i + d/2)`,
+    which gives :math:`P^\top R_m P` for the permutation :math:`P` of
+    :func:`layout_permutation`.
+
+    Parameters
+    ----------
+    m : int
+        The position (any integer, negative allowed).
+    d : int
+        Head dimension; an even integer >= 2.
+    base : float
+        The base :math:`b > 1`.
+    layout : {"interleaved", "half"}
+        Which coordinates form pair :math:`i`.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of shape ``(d, d)``, orthogonal, with :math:`R_m^\top R_n = R_{n-m}`.
+    """
+    m = _scalar_position(m)
+    d = check_dim(d)
+    base = check_base(base)
+    layout = _check_layout(layout)
+    angle = _angles(np.array([m]), d, base)[0]
+    c, s = np.cos(angle), np.sin(angle)
+    a, b = _pair_slices(d, layout)
+    idx = np.arange(d)
+    ia, ib = idx[a], idx[b]
+    R = np.zeros((d, d))
+    R[ia, ia] = c
+    R[ia, ib] = -s
+    R[ib, ia] = s
+    R[ib, ib] = c
+    return R
+
+
+def symbolic_rotation_matrix(
+    m: sp.Expr | str, d: int, layout: str = "interleaved", symbol: str = "theta"
+) -> sp.Matrix:
+    r""":math:`R_m` as a sympy matrix with symbolic position and frequencies.
+
+    The frequencies are the real symbols ``theta_0, ..., theta_{d/2-1}``, so identities proved
+    with this matrix (orthogonality, :math:`R_m^\top R_n = R_{n-m}`) hold for every choice of
+    frequencies, not only :math:`\theta_i = b^{-2i/d}`.
+
+    Parameters
+    ----------
+    m : sympy expression or str
+        The position (a str is made a real symbol).
+    d : int
+        Head dimension; an even integer >= 2.
+    layout : {"interleaved", "half"}
+        Which coordinates form pair :math:`i`, as in :func:`rotation_matrix`.
+    symbol : str
+        Stem of the frequency symbols.
+
+    Returns
+    -------
+    sympy.Matrix
+        A ``d x d`` matrix.
+    """
+    d = check_dim(d)
+    layout = _check_layout(layout)
+    if isinstance(m, str):
+        m = sp.Symbol(m, real=True)
+    if not isinstance(m, sp.Expr):
+        raise TypeError(f"m must be a sympy expression or a str, got {m!r}")
+    thetas = sp.symbols(f"{symbol}_0:{d // 2}", real=True)
+    R = sp.zeros(d, d)
+    for i, th in enumerate(thetas):
+        a, b = (2 * i, 2 * i + 1) if layout == "interleaved" else (i, i + d // 2)
+        c, s = sp.cos(m * th), sp.sin(m * th)
+        R[a, a], R[a, b], R[b, a], R[b, b] = c, -s, s, c
+    return R
+
+
+# ---------------------------------------------------------------------- apply_rope
+
+
+def apply_rope(x: Any, positions: Any, base: float = 10000.0, layout: str = "interleaved") -> Any:
+    r"""Rotate the last axis of ``x`` by RoPE: row :math:`t` becomes :math:`R_{m_t} x_t`.
+
+    For pair :math:`i` with coordinates :math:`(a_i, b_i)` and angle
+    :math:`\alpha = m\theta_i`,
+
+    .. math::
+
+        x'_{a_i} = x_{a_i}\cos\alpha - x_{b_i}\sin\alpha,\qquad
+        x'_{b_i} = x_{a_i}\sin\alpha + x_{b_i}\cos\alpha,
+
+    with :math:`(a_i, b_i) = (2i, 2i+1)` for ``layout="interleaved"`` (RoFormer, LLaMA) and
+    :math:`(i, i + d/2)` for ``layout="half"`` (GPT-NeoX, Hugging Face).
+
+    Accuracy: the angles :math:`m\theta_i` and their cosines and sines are computed in
+    float64 for every input dtype, then cast once.  For float32 inputs the result is at
+    float32 round-off (error below 1e-6 for unit-scale inputs) at positions up to
+    :math:`10^7` and bases up to :math:`10^9`; float16 and bfloat16 inputs are rotated in
+    float32 and rounded once at the end.
+
+    Parameters
+    ----------
+    x : numpy.ndarray or torch.Tensor
+        Queries or keys of shape ``(..., T, d)``: any leading axes (batch, heads), positions
+        along axis -2, the even head dimension ``d`` along axis -1.  Floating dtypes only
+        (float64, float32, float16; torch also bfloat16).
+    positions : array-like of int, shape (T,)
+        The position of each row; never broadcast.
+    base : float
+        The base :math:`b > 1`.
+    layout : {"interleaved", "half"}
+        Which coordinates form pair :math:`i`.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        Same type, shape, dtype (and device) as ``x``.
+
+    Raises
+    ------
+    ValueError
+        ``x`` with fewer than 2 axes or an odd last axis; ``base <= 1``; positions that are
+        not whole, not finite, not 1-D, or whose length differs from ``x.shape[-2]``; an
+        unknown ``layout``.
+    TypeError
+        ``x`` of an integer, boolean or complex dtype.
+    """
+    x, is_torch = _check_x(x)
+    base = check_base(base)
+    layout = _check_layout(layout)
+    pos = _positions(positions)
+    _check_positions_length(pos, x)
+    key = (pos.tobytes(), int(x.shape[-1]), base)
+    if is_torch:
+        return _apply_torch(x, layout, *key)
+    return _apply_numpy(x, *_cos_sin_float64(*key), layout)
+
+
+@functools.lru_cache(maxsize=16)
+def _cos_sin_float64(pos_bytes: bytes, d: int, base: float) -> tuple[np.ndarray, np.ndarray]:
+    """float64 cos/sin tables, cached: a model rotates q and k of every layer at the same
+    positions, so the tables are computed once per set of positions."""
+    angle = _angles(np.frombuffer(pos_bytes, dtype=np.int64), d, base)
+    cos, sin = np.cos(angle), np.sin(angle)
+    cos.flags.writeable = False
+    sin.flags.writeable = False
+    return cos, sin
+
+
+@functools.lru_cache(maxsize=16)
+def _torch_tables(pos_bytes: bytes, d: int, base: float, dtype: Any, device: Any, layout: str):
+    """The cached float64 tables cast once to the working dtype and moved to the device:
+    a complex phasor table for the interleaved layout, (cos, sin) for the half layout."""
+    import torch
+
+    cos, sin = _cos_sin_float64(pos_bytes, d, base)
+    c = torch.from_numpy(cos.copy()).to(device=device, dtype=dtype)
+    s = torch.from_numpy(sin.copy()).to(device=device, dtype=dtype)
+    return (torch.complex(c, s),) if layout == "interleaved" else (c, s)
+
+
+def _apply_numpy(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, layout: str) -> np.ndarray:
+    work = np.float64 if x.dtype == np.float64 else np.float32
+    xw = x.astype(work, copy=False)
+    c, s = cos.astype(work), sin.astype(work)
+    a, b = _pair_slices(x.shape[-1], layout)
+    x1, x2 = xw[..., a], xw[..., b]
+    out = np.empty(xw.shape, dtype=work)
+    o1, o2 = out[..., a], out[..., b]
+    np.multiply(x1, c, out=o1)
+    o1 -= x2 * s
+    np.multiply(x1, s, out=o2)
+    o2 += x2 * c
+    return out.astype(x.dtype, copy=False)
+
+
+def _apply_torch(x: Any, layout: str, pos_bytes: bytes, d: int, base: float) -> Any:
+    import torch
+
+    work = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xw = x.to(work)
+    tables = _torch_tables(pos_bytes, d, base, work, x.device, layout)
+    if layout == "interleaved":
+        # One pass: pairs (2i, 2i+1) are complex numbers, the rotation is a product with
+        # the unit phasor e^{i m theta_i} (built from the float64 cos/sin).
+        xw = xw.contiguous()
+        if xw.storage_offset() % 2:
+            xw = xw.clone()
+        z = torch.view_as_complex(xw.view(*xw.shape[:-1], -1, 2))
+        out = torch.view_as_real(z * tables[0]).view(xw.shape)
+    else:
+        # Four passes over half the tensor each, written in place into one output.
+        c, s = tables
+        h = x.shape[-1] // 2
+        out = torch.empty_like(xw)
+        x1, x2, o1, o2 = xw[..., :h], xw[..., h:], out[..., :h], out[..., h:]
+        torch.mul(x1, c, out=o1)
+        o1.addcmul_(x2, s, value=-1.0)
+        torch.mul(x2, c, out=o2)
+        o2.addcmul_(x1, s)
+    return out.to(x.dtype)
+
+
+# -------------------------------------------------------------- teaching routes
+
+
+def apply_rope_matrix(
+    x: Any, positions: Any, base: float = 10000.0, layout: str = "interleaved"
+) -> np.ndarray:
+    r"""RoPE by explicit matrices: ``out[..., t, :] = R_{m_t} @ x[..., t, :]``.
+
+    Builds the stack of :math:`T` dense matrices :math:`R_{m_t}` (:func:`rotation_matrix`),
+    shape ``(T, d, d)``, and multiplies; :math:`O(T d^2)` work and memory instead of
+    :math:`O(T d)`, which is why no real model does it.  For teaching and checking only.
+
+    Parameters
+    ----------
+    x : array-like, shape (..., T, d)
+        Real queries or keys (converted to float64 numpy).
+    positions : array-like of int, shape (T,)
+    base : float
+    layout : {"interleaved", "half"}
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of the shape of ``x``.
+    """
+    if _is_torch(x):
+        x = x.detach().cpu().double().numpy()
+    arr, _ = _check_x(x)
+    arr = arr.astype(np.float64)
+    pos = _positions(positions)
+    _check_positions_length(pos, arr)
+    d = arr.shape[-1]
+    R = np.stack([rotation_matrix(int(m), d, base, layout) for m in pos])  # (T, d, d)
+    return np.einsum("tij,...tj->...ti", R, arr)
+
+
+def llama_precompute_freqs_cis(d: int, end: int, base: float = 10000.0) -> Any:
+    r"""The complex table of the LLaMA reference code: ``freqs_cis[t, i] = e^{i t theta_i}``.
+
+    As in the LLaMA code the frequencies and the angles are computed in float32
+    (``1 / base ** (arange(0, d, 2) / d)``, then an outer product with ``arange(end)``) and
+    turned into unit complex numbers with ``torch.polar``; this is the usual float32 recipe,
+    whose angle error grows like :math:`5\cdot 10^{-8}\, t`.
+
+    Parameters
+    ----------
+    d : int
+        Head dimension (even).
+    end : int
+        Number of positions ``0 .. end-1``.
+    base : float
+
+    Returns
+    -------
+    torch.Tensor
+        complex64 tensor of shape ``(end, d // 2)``.
+    """
+    import torch
+
+    d = check_dim(d)
+    end = check_positive_int(end, "end")
+    base = check_base(base)
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2)[: d // 2].float() / d))  # (d/2,)
+    t = torch.arange(end, dtype=torch.float32)  # (end,)
+    angles = torch.outer(t, inv_freq)  # (end, d/2), float32
+    return torch.polar(torch.ones_like(angles), angles)  # (end, d/2), complex64
+
+
+def llama_apply_rotary_emb(xq: Any, xk: Any, freqs_cis: Any) -> tuple[Any, Any]:
+    r"""RoPE as complex multiplication, with the shapes of the LLaMA reference code.
+
+    ``xq`` and ``xk`` have shape ``(B, T, H, d)`` (batch, positions, heads, head dim). Each
+    is viewed as ``(B, T, H, d/2)`` complex numbers :math:`x_{2i} + \mathrm i\, x_{2i+1}`
+    (pairs of adjacent coordinates), multiplied by ``freqs_cis`` of shape ``(T, d/2)``
+    reshaped to ``(1, T, 1, d/2)``, and viewed back as real ``(B, T, H, d)``:
+
+    .. math:: (x_{2i} + \mathrm i\, x_{2i+1})\, e^{\mathrm i m\theta_i}.
+
+    Parameters
+    ----------
+    xq, xk : torch.Tensor
+        Floating tensors of shape ``(B, T, H, d)``.
+    freqs_cis : torch.Tensor
+        Complex tensor of shape ``(T, d/2)``, e.g. :func:`llama_precompute_freqs_cis`.
+
+    Returns
+    -------
+    (torch.Tensor, torch.Tensor)
+        The rotated queries and keys, in the input dtypes.
+    """
+    import torch
+
+    for name, t in (("xq", xq), ("xk", xk)):
+        if not isinstance(t, torch.Tensor) or t.ndim != 4:
+            raise ValueError(f"{name} must be a 4-D torch tensor (B, T, H, d)")
+        check_dim(int(t.shape[-1]), name=f"{name}.shape[-1]")
+    T, half = xq.shape[1], xq.shape[-1] // 2
+    if tuple(freqs_cis.shape) != (T, half):
+        raise ValueError(
+            f"freqs_cis must have shape (T, d/2) = {(T, half)}, got {tuple(freqs_cis.shape)}"
+        )
+    xq_c = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], half, 2))  # (B, T, H, d/2)
+    xk_c = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], half, 2))
+    f = freqs_cis.view(1, T, 1, half)  # broadcast over batch and heads
+    xq_out = torch.view_as_real(xq_c * f).flatten(3)  # (B, T, H, d/2, 2) -> (B, T, H, d)
+    xk_out = torch.view_as_real(xk_c * f).flatten(3)
+    return xq_out.type_as(xq), xk_out.type_as(xk)
+
+
+def rotate_half(x: Any) -> Any:
+    r"""The map :math:`(x_1, x_2) \mapsto (-x_2, x_1)` on the two halves of the last axis.
+
+    With :math:`x_1 = x_{0:d/2}` and :math:`x_2 = x_{d/2:d}` this is the "multiply by
+    :math:`\mathrm i`" of the half layout, used by GPT-NeoX and Hugging Face:
+    :math:`R_m x = x \odot \cos + \operatorname{rotate\_half}(x) \odot \sin`.
+    Works on numpy arrays and torch tensors of shape ``(..., d)``.
+    """
+    if _is_torch(x):
+        import torch
+
+        h = x.shape[-1] // 2
+        return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+    x = np.asarray(x)
+    h = x.shape[-1] // 2
+    return np.concatenate((-x[..., h:], x[..., :h]), axis=-1)
+
+
+def rotate_half_cos_sin(positions: Any, d: int, base: float = 10000.0) -> tuple[Any, Any]:
+    r"""The ``cos`` and ``sin`` tables of the Hugging Face route, shape ``(T, d)``.
+
+    Both halves repeat the ``d/2`` angles, :math:`[m\theta_0, \dots, m\theta_{d/2-1},
+    m\theta_0, \dots, m\theta_{d/2-1}]`, computed with the usual float32 recipe (float32
+    inverse frequencies times float32 positions), as ``LlamaRotaryEmbedding`` does.
+
+    Returns
+    -------
+    (torch.Tensor, torch.Tensor)
+        float32 tensors of shape ``(T, d)``.
+    """
+    import torch
+
+    c, s = (
+        torch.from_numpy(t.astype(np.float32))
+        for t in cos_sin_tables(positions, d, base, "float32")
+    )
+    return torch.cat((c, c), dim=-1), torch.cat((s, s), dim=-1)
+
+
+def apply_rotate_half(x: Any, cos: Any, sin: Any) -> Any:
+    r""":math:`x \odot \cos + \operatorname{rotate\_half}(x) \odot \sin`, the half-layout RoPE.
+
+    ``cos`` and ``sin`` of shape ``(T, d)`` (as from :func:`rotate_half_cos_sin`) broadcast
+    against ``x`` of shape ``(..., T, d)``.  Coordinate :math:`i < d/2` becomes
+    :math:`x_i\cos m\theta_i - x_{i+d/2}\sin m\theta_i` and coordinate :math:`i + d/2`
+    becomes :math:`x_{i+d/2}\cos m\theta_i + x_i\sin m\theta_i`.
+    """
+    return x * cos + rotate_half(x) * sin
+
+
+# ---------------------------------------------------------------------- layouts
+
+
+def layout_permutation(d: int) -> np.ndarray:
+    r"""The permutation :math:`p` that turns the interleaved layout into the half layout.
+
+    :math:`p = (0, 2, 4, \dots, d-2,\; 1, 3, \dots, d-1)`: coordinate :math:`j` of the half
+    layout is coordinate :math:`p_j` of the interleaved one, so pair :math:`(2i, 2i+1)` lands
+    on :math:`(i, i + d/2)`.  For every :math:`x` and position :math:`m`,
+
+    .. math:: \operatorname{rope}_{\text{half}}(x_{[p]}, m) =
+              \operatorname{rope}_{\text{interleaved}}(x, m)_{[p]},
+
+    i.e. :math:`R^{\text{half}}_m = P R^{\text{interleaved}}_m P^\top` with
+    :math:`P = I_{[p]}` (rows of the identity).  The inverse is ``numpy.argsort(p)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 array of length ``d``.
+    """
+    d = check_dim(d)
+    return np.concatenate((np.arange(0, d, 2), np.arange(1, d, 2)))
+
+
+def permute_qk_weight(weight: Any, n_heads: int, to: str = "half") -> Any:
+    r"""Permute the rows of a query or key projection, head by head, between layouts.
+
+    A projection :math:`W` of shape ``(n_heads * d, d_model)`` produces
+    ``n_heads`` heads of ``d`` coordinates.  ``to="half"`` reorders the rows of every head by
+    :func:`layout_permutation`, :math:`W'_{hd + j} = W_{hd + p_j}`, which is what checkpoint
+    converters from the interleaved (Meta LLaMA) layout to the half (Hugging Face) layout
+    do; then :math:`W' x = (W x)_{[p]}` per head and the model computes the same scores.
+    ``to="interleaved"`` applies the inverse permutation.
+
+    Parameters
+    ----------
+    weight : numpy.ndarray or torch.Tensor
+        Shape ``(n_heads * d, d_model)`` (or 1-D ``(n_heads * d,)`` for a bias).
+    n_heads : int
+        Number of heads; must divide ``weight.shape[0]`` into even head dimensions.
+    to : {"half", "interleaved"}
+        Target layout.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        The permuted weight, same type and shape.
+    """
+    n_heads = check_positive_int(n_heads, "n_heads")
+    to = _check_layout(to)
+    rows = int(weight.shape[0])
+    if rows % n_heads:
+        raise ValueError(f"weight.shape[0] = {rows} must be a multiple of n_heads = {n_heads}")
+    d = check_dim(rows // n_heads, name="weight.shape[0] // n_heads")
+    p = layout_permutation(d)
+    if to == "interleaved":
+        p = np.argsort(p)
+    index = (np.arange(n_heads)[:, None] * d + p[None, :]).ravel()
+    if _is_torch(weight):
+        import torch
+
+        return weight[torch.from_numpy(index).to(weight.device)]
+    return np.asarray(weight)[index]
+
+
+# ---------------------------------------------------------------------- accuracy
+
+
+def _torch_positions(pos: np.ndarray, dtype: Any) -> Any:
+    import torch
+
+    return torch.from_numpy(pos).to(dtype)
+
+
+def cos_sin_tables(
+    positions: Any, d: int, base: float = 10000.0, recipe: str = "rope_lib"
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""The tables :math:`\cos m\theta_i`, :math:`\sin m\theta_i` as a given recipe stores them.
+
+    * ``"rope_lib"``: float64 angles :math:`m\theta_i` and float64 cos/sin, rounded once to
+      float32 (what :func:`apply_rope` uses for float32 inputs); error about :math:`3\cdot
+      10^{-8}` at any position.
+    * ``"float32"``: the usual recipe (Hugging Face's ``LlamaRotaryEmbedding``, the LLaMA
+      code): ``inv_freq = 1 / base ** (arange(0, d, 2) / d)`` in float32, angle =
+      ``float32(m) * inv_freq`` in float32, cos/sin in float32.  Each product is rounded to
+      a relative :math:`2^{-24}`, an absolute angle error near :math:`6\cdot 10^{-8}\,m`.
+    * ``"bfloat16_tables"``: the float32 recipe, then the tables rounded to bfloat16 (models
+      run in bfloat16 cast cos/sin to the activations' dtype).
+    * ``"bfloat16_positions"``: positions rounded to bfloat16 first (as
+      ``rotary-embedding-torch`` does for bfloat16 inputs), then the float32 recipe.
+    * ``"float64"``: the float64 values without rounding, the reference.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        float64 arrays of shape ``(T, d/2)`` holding exactly the values the recipe uses.
+    """
+    pos = _positions(positions)
+    d = check_dim(d)
+    base = check_base(base)
+    if recipe not in RECIPES + ("float64",):
+        raise ValueError(f"recipe must be one of {RECIPES + ('float64',)}, got {recipe!r}")
+    if recipe in ("float64", "rope_lib"):
+        angle = _angles(pos, d, base)
+        c, s = np.cos(angle), np.sin(angle)
+        if recipe == "rope_lib":
+            c, s = c.astype(np.float32), s.astype(np.float32)
+        return c.astype(np.float64), s.astype(np.float64)
+    import torch
+
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    if recipe == "bfloat16_positions":
+        t = _torch_positions(pos, torch.bfloat16).float()
+    else:
+        t = _torch_positions(pos, torch.float32)
+    angle = t[:, None] * inv_freq[None, :]
+    c, s = angle.cos(), angle.sin()
+    if recipe == "bfloat16_tables":
+        c, s = c.to(torch.bfloat16), s.to(torch.bfloat16)
+    return c.double().numpy(), s.double().numpy()
+
+
+def table_error(
+    positions: Any, d: int, base: float = 10000.0, recipe: str = "float32"
+) -> np.ndarray:
+    r"""Largest error of a recipe's tables at each position.
+
+    .. math:: e(m) = \max_i \max\big(|\tilde c_{m,i} - \cos m\theta_i|,\
+              |\tilde s_{m,i} - \sin m\theta_i|\big),
+
+    with :math:`\tilde c, \tilde s` from :func:`cos_sin_tables` and the reference in float64.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of shape ``(T,)``.
+    """
+    c, s = cos_sin_tables(positions, d, base, recipe)
+    c_ref, s_ref = cos_sin_tables(positions, d, base, "float64")
+    return np.maximum(np.abs(c - c_ref), np.abs(s - s_ref)).max(axis=1)
+
+
+def score_error(
+    positions: Any,
+    d: int,
+    base: float = 10000.0,
+    recipe: str = "float32",
+    offset: int = 1,
+    n_vectors: int = 8,
+    seed: int = 0,
+) -> np.ndarray:
+    r"""Relative error of attention scores computed in float32 with a recipe's tables.
+
+    For each position :math:`m` the query sits at :math:`m` and the key at
+    :math:`\max(m - \text{offset}, 0)`; ``n_vectors`` random pairs :math:`(q, k)` with
+    standard normal float32 entries are rotated in the half layout with float32 arithmetic
+    (``recipe="rope_lib"``: :func:`apply_rope` on float32 torch tensors; other recipes:
+    :math:`q\odot\cos + \operatorname{rotate\_half}(q)\odot\sin` with that recipe's tables),
+    and the score is compared with the float64 score of the same float32 vectors:
+
+    .. math:: e(m) = \max_{\text{pairs}} \frac{|\tilde s - s|}{\lVert q\rVert\,\lVert k\rVert},
+              \qquad s = (R_m q)^\top (R_n k) = q^\top R_{n-m} k.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of shape ``(T,)``.
+    """
+    import torch
+
+    pos = _positions(positions)
+    d = check_dim(d)
+    base = check_base(base)
+    offset = check_positive_int(offset, "offset", minimum=0)
+    n_vectors = check_positive_int(n_vectors, "n_vectors")
+    if recipe not in RECIPES:
+        raise ValueError(f"recipe must be one of {RECIPES}, got {recipe!r}")
+    key_pos = np.maximum(pos - offset, 0)
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((n_vectors, pos.size, d)).astype(np.float32)
+    k = rng.standard_normal((n_vectors, pos.size, d)).astype(np.float32)
+    # Reference: float64 rotation with float64 angles of the same float32 numbers.
+    q_ref = _apply_numpy(q.astype(np.float64), *cos_sin_tables(pos, d, base, "float64"), "half")
+    k_ref = _apply_numpy(k.astype(np.float64), *cos_sin_tables(key_pos, d, base, "float64"), "half")
+    exact = (q_ref * k_ref).sum(-1)
+    if recipe == "rope_lib":
+        qr = apply_rope(torch.from_numpy(q), pos, base, "half")
+        kr = apply_rope(torch.from_numpy(k), key_pos, base, "half")
+    else:
+
+        def rotate(x: np.ndarray, p: np.ndarray) -> Any:
+            c, s = (torch.from_numpy(t).float() for t in cos_sin_tables(p, d, base, recipe))
+            return apply_rotate_half(
+                torch.from_numpy(x), torch.cat((c, c), -1), torch.cat((s, s), -1)
+            )
+
+        qr, kr = rotate(q, pos), rotate(k, key_pos)
+    approx = (qr * kr).sum(-1).double().numpy()
+    norms = np.linalg.norm(q.astype(np.float64), axis=-1) * np.linalg.norm(
+        k.astype(np.float64), axis=-1
+    )
+    return (np.abs(approx - exact) / norms).max(axis=0)
+
+
+# ---------------------------------------------------------- RoPE with linear attention
+
+
+def elu_feature_map(x: Any) -> np.ndarray:
+    r"""The feature map of Katharopoulos et al.: :math:`\phi(x) = \operatorname{elu}(x) + 1`.
+
+    .. math:: \phi(x) = x + 1 \ (x > 0),\qquad \phi(x) = e^{x} \ (x \le 0);
+
+    positive everywhere, so the linear-attention denominator is positive.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+
+
+def _linear_inputs(q: Any, k: Any, positions: Any, base: float, layout: str):
+    q, _ = _check_x(np.asarray(q), "q")
+    k, _ = _check_x(np.asarray(k), "k")
+    if q.shape != k.shape:
+        raise ValueError(f"q and k must have the same shape, got {q.shape} and {k.shape}")
+    pos = _positions(positions)
+    _check_positions_length(pos, q)
+    base = check_base(base)
+    layout = _check_layout(layout)
+    fq, fk = elu_feature_map(q), elu_feature_map(k)
+    return fq, fk, apply_rope(fq, pos, base, layout), apply_rope(fk, pos, base, layout)
+
+
+def linear_attention_weights(
+    q: Any, k: Any, positions: Any, base: float = 10000.0, layout: str = "interleaved"
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""The two weight matrices of RoPE with linear attention, written out in full.
+
+    .. math::
+
+        N_{mn} = \big(R_m\phi(q_m)\big)^\top \big(R_n\phi(k_n)\big)
+               = \phi(q_m)^\top R_{n-m}\,\phi(k_n),\qquad
+        D_{mn} = \phi(q_m)^\top \phi(k_n),
+
+    with :math:`\phi` = :func:`elu_feature_map`.  The output of
+    :func:`linear_attention` at :math:`m` is :math:`\sum_n N_{mn} v_n / \sum_n D_{mn}`: the
+    rotation enters the numerator only; the denominator stays positive.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        ``N`` and ``D``, float64, shape ``(..., T, T)``.
+    """
+    fq, fk, rq, rk = _linear_inputs(q, k, positions, base, layout)
+    return rq @ np.swapaxes(rk, -1, -2), fq @ np.swapaxes(fk, -1, -2)
+
+
+def linear_attention(
+    q: Any,
+    k: Any,
+    v: Any,
+    positions: Any,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+    causal: bool = False,
+) -> np.ndarray:
+    r"""Linear attention with RoPE in the numerator (RoFormer, section 3.4.2).
+
+    .. math::
+
+        o_m = \frac{\sum_n \big(R_m\phi(q_m)\big)^\top\big(R_n\phi(k_n)\big)\, v_n}
+                   {\sum_n \phi(q_m)^\top \phi(k_n)}
+            = \frac{\big(R_m\phi(q_m)\big)^\top \sum_n R_n\phi(k_n)\, v_n^\top}
+                   {\phi(q_m)^\top \sum_n \phi(k_n)},
+
+    computed the linear way (the sums over :math:`n` once, or as prefix sums over
+    :math:`n \le m` when ``causal``), in :math:`O(T d\, d_v)` instead of :math:`O(T^2)`.
+
+    Parameters
+    ----------
+    q, k : array-like, shape (..., T, d)
+    v : array-like, shape (..., T, d_v)
+    positions : array-like of int, shape (T,)
+    base : float
+    layout : {"interleaved", "half"}
+    causal : bool
+        Sum over :math:`n \le m` only.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, shape ``(..., T, d_v)``.
+    """
+    fq, fk, rq, rk = _linear_inputs(q, k, positions, base, layout)
+    v = np.asarray(v, dtype=np.float64)
+    if v.ndim < 2 or v.shape[:-1] != fq.shape[:-1]:
+        raise ValueError(
+            f"v must have shape (..., T, d_v) matching q's {fq.shape[:-1]}, got {v.shape}"
+        )
+    if causal:
+        kv = np.cumsum(rk[..., :, None] * v[..., None, :], axis=-3)  # (..., T, d, d_v)
+        num = np.einsum("...td,...tde->...te", rq, kv)
+        den = (fq * np.cumsum(fk, axis=-2)).sum(-1)
+    else:
+        num = rq @ (np.swapaxes(rk, -1, -2) @ v)
+        den = fq @ fk.sum(axis=-2)[..., :, None]
+        den = den[..., 0]
+    return num / den[..., None]
+
+
+# ---------------------------------------------------------------------- figures
+
+
+def plot_rotation_2d(
+    q: Any = (1.0, 0.3),
+    k: Any = (0.8, 0.6),
+    theta_2d: float = 0.4,
+    positions: Any = ((2, 5), (7, 10)),
+) -> Figure:
+    r"""Arrows of :math:`q, k, R_m q, R_n k` in the plane, one panel per pair :math:`(m, n)`.
+
+    :math:`R_m` turns by :math:`m\theta` (``theta_2d``).  The title of each panel gives the
+    score :math:`(R_m q)^\top (R_n k) = q^\top R_{n-m} k`; pairs with the same :math:`n - m`
+    show the same angle between the rotated arrows and the same score.
+
+    Parameters
+    ----------
+    q, k : pair of float
+        The query and the key (2-D).
+    theta_2d : float
+        The frequency :math:`\theta` (radians per position).
+    positions : sequence of (m, n)
+        One panel per pair of integer positions.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Panel ``j`` holds four annotations (arrows) ending at ``q``, ``k``, ``R_m q``,
+        ``R_n k``, in this order.
+    """
+    q = np.asarray(q, dtype=np.float64)
+    k = np.asarray(k, dtype=np.float64)
+    if (
+        q.shape != (2,)
+        or k.shape != (2,)
+        or not (np.all(np.isfinite(q)) and np.all(np.isfinite(k)))
+    ):
+        raise ValueError("q and k must be finite 2-vectors")
+    if not np.isfinite(theta_2d):
+        raise ValueError(f"theta_2d must be finite, got {theta_2d!r}")
+    pairs = check_integer_array(positions, "positions", ndim=2)
+    if pairs.shape[1] != 2:
+        raise ValueError(f"positions must be a sequence of (m, n) pairs, got shape {pairs.shape}")
+
+    def rot(a: float) -> np.ndarray:
+        return np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+
+    fig, axes = plotting.new_figure(ncols=len(pairs), width=3.6 * len(pairs), height=3.8)
+    axes = np.atleast_1d(axes)
+    r = 1.25 * max(np.linalg.norm(q), np.linalg.norm(k))
+    for ax, (m, n) in zip(axes, pairs, strict=True):
+        qm, kn = rot(m * theta_2d) @ q, rot(n * theta_2d) @ k
+        arrows = (
+            ("$q$", q, 0, 0.45),
+            ("$k$", k, 1, 0.45),
+            (f"$R_{{{m}}}q$", qm, 0, 1.0),
+            (f"$R_{{{n}}}k$", kn, 1, 1.0),
+        )
+        for label, vec, colour, alpha in arrows:
+            style = plotting.line_style(colour)
+            ax.annotate(
+                "",
+                xy=(vec[0], vec[1]),
+                xytext=(0.0, 0.0),
+                arrowprops={
+                    "arrowstyle": "-|>",
+                    "color": style["color"],
+                    "alpha": alpha,
+                    "linewidth": 1.6,
+                    "linestyle": "-" if alpha == 1.0 else "--",
+                },
+            )
+            ax.text(
+                1.06 * vec[0], 1.06 * vec[1], label, color=style["color"], alpha=max(alpha, 0.7)
+            )
+        ax.set_xlim(-r, r)
+        ax.set_ylim(-r, r)
+        ax.set_aspect("equal")
+        ax.set_xlabel("coordinate 0")
+        ax.set_ylabel("coordinate 1")
+        ax.set_title(f"$m = {m}$, $n = {n}$: score {float(qm @ kn):.4f}")
+    fig.suptitle(rf"RoPE in 2-D, $\theta = {theta_2d:g}$: the score depends on $n - m$")
+    return fig
+
+
+def plot_layout_mismatch(
+    d: int = 64, base: float = 10000.0, max_distance: int = 200, seed: int = 0
+) -> Figure:
+    r"""Scores of an interleaved-layout model run with the half layout, converted or not.
+
+    A query :math:`q` and a similar key :math:`k = q + \varepsilon` (standard normal
+    :math:`q`, :math:`\varepsilon` with standard deviation 0.3) are placed at distance
+    :math:`x`.  Plotted against :math:`x`:
+
+    * the original model, interleaved layout: :math:`q^\top R_x k`;
+    * the checkpoint converted with :func:`permute_qk_weight`, half layout: the rows are
+      permuted, :math:`(Pq)^\top R^{\text{half}}_x (Pk)` — the same curve;
+    * the permutation forgotten, half layout: :math:`q^\top R^{\text{half}}_x k` — equal at
+      :math:`x = 0` only.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Axes 0: the three score curves (lines 0, 1, 2 in this order); axes 1: the absolute
+        error of the converted and of the forgotten route.
+    """
+    d = check_dim(d)
+    base = check_base(base)
+    max_distance = check_positive_int(max_distance, "max_distance")
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal(d)
+    k = q + 0.3 * rng.standard_normal(d)
+    x = np.arange(max_distance + 1)
+    zeros = np.zeros_like(x)
+    p = layout_permutation(d)
+
+    def scores(qv: np.ndarray, kv: np.ndarray, layout: str) -> np.ndarray:
+        qr = apply_rope(np.broadcast_to(qv, (x.size, d)), zeros, base, layout)
+        kr = apply_rope(np.broadcast_to(kv, (x.size, d)), x, base, layout)
+        return (qr * kr).sum(-1)
+
+    original = scores(q, k, "interleaved")
+    converted = scores(q[p], k[p], "half")
+    forgotten = scores(q, k, "half")
+    fig, (ax, ax_err) = plotting.new_figure(ncols=2, width=9.0, height=3.6)
+    ax.plot(x, original, label="original (interleaved)", linewidth=2.2, **plotting.line_style(0))
+    ax.plot(x, converted, label="converted (half, rows permuted)", **plotting.line_style(2))
+    ax.plot(x, forgotten, label="permutation forgotten (half)", **plotting.line_style(1))
+    ax.set_xlabel("relative distance $x = n - m$ (positions)")
+    ax.set_ylabel(r"score $q^\top R_x k$")
+    ax.set_title("scores of one query-key pair")
+    ax.legend(loc="upper right")
+    ax_err.semilogy(
+        x, np.abs(converted - original) + 1e-17, label="converted", **plotting.line_style(2)
+    )
+    ax_err.semilogy(
+        x, np.abs(forgotten - original) + 1e-17, label="forgotten", **plotting.line_style(1)
+    )
+    ax_err.set_xlabel("relative distance $x = n - m$ (positions)")
+    ax_err.set_ylabel("|score - original score|")
+    ax_err.set_title("error (1e-17 added for the log scale)")
+    ax_err.legend(loc="center right")
+    fig.suptitle(f"Interleaved weights in a half-layout model, $d = {d}$, $b = {base:g}$")
+    return fig
+
+
+def plot_accuracy(
+    d: int = 128, base: float = 10000.0, max_position: int = 10**7, num: int = 57, seed: int = 0
+) -> Figure:
+    r"""Error of the cos/sin tables and of float32 attention scores against position.
+
+    Left: :func:`table_error` for each recipe of :data:`RECIPES`.  Right:
+    :func:`score_error` (query at :math:`m`, key at :math:`m - 1`, float32 arithmetic) for
+    each recipe.  Positions are ``num`` integers spaced logarithmically from 1 to
+    ``max_position``.  A dotted line marks :math:`6\cdot 10^{-8}\, m`, the size of one
+    float32 rounding of the angle :math:`m\theta_0`.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Axes 0 and 1 each hold one line per recipe, in the order of :data:`RECIPES`, with
+        x data the positions and y data the errors; then the dotted guide line.
+    """
+    d = check_dim(d)
+    base = check_base(base)
+    max_position = check_positive_int(max_position, "max_position", minimum=10)
+    num = check_positive_int(num, "num", minimum=2)
+    positions = np.unique(np.round(np.logspace(0, np.log10(max_position), num)).astype(np.int64))
+    fig, (ax_t, ax_s) = plotting.new_figure(ncols=2, width=9.5, height=3.9)
+    for j, recipe in enumerate(RECIPES):
+        style = plotting.line_style(j)
+        lw = 2.2 if recipe == "rope_lib" else 1.5
+        t_err = np.maximum(table_error(positions, d, base, recipe), 1e-17)
+        s_err = np.maximum(score_error(positions, d, base, recipe, seed=seed), 1e-17)
+        ax_t.loglog(positions, t_err, label=_RECIPE_LABELS[recipe], linewidth=lw, **style)
+        ax_s.loglog(positions, s_err, label=_RECIPE_LABELS[recipe], linewidth=lw, **style)
+    guide = 2.0**-24 * positions
+    for ax in (ax_t, ax_s):
+        ax.loglog(
+            positions,
+            guide,
+            color="0.4",
+            linestyle=":",
+            linewidth=1.0,
+            label=r"$6\cdot 10^{-8}\,m$",
+        )
+        ax.set_xlabel("position $m$")
+        ax.set_ylim(1e-9, 3.0)
+    ax_t.set_ylabel(r"max error of $\cos m\theta_i$, $\sin m\theta_i$")
+    ax_t.set_title("cos/sin tables")
+    ax_s.set_ylabel("relative score error")
+    ax_s.set_title("scores $q_m^\\top k_{m-1}$, float32")
+    fig.legend(*ax_t.get_legend_handles_labels(), loc="outside lower center", ncols=5, fontsize=9)
+    fig.suptitle(f"Accuracy of RoPE implementations, $d = {d}$, $b = {base:g}$")
+    return fig

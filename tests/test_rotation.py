@@ -1,0 +1,698 @@
+"""Tests of rope_lib.rotation: R_m, apply_rope, the teaching routes, layouts, accuracy, linear
+attention and the figures.
+
+Expected values come from routes independent of the code under test:
+
+* ``rope_2x2``: a float64 route written here, pair by pair with explicit 2x2 rotation
+  matrices and frequencies computed with Python's ``math`` (not ``rope_lib.theta``);
+* real peers: Hugging Face transformers' ``apply_rotary_pos_emb``, ``rotate_half`` and
+  ``LlamaRotaryEmbedding`` (half layout) and the ``rotary-embedding-torch`` package
+  (interleaved layout, float32 only: it builds positions in the input's dtype);
+* mpmath at 30 digits for the accuracy promise at positions up to 1e7 and bases up to 1e9;
+* sympy-free algebraic laws checked with hypothesis for random d, base, m, n.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import matplotlib.pyplot as plt
+import mpmath
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from matplotlib.text import Annotation
+
+import rope_lib
+from rope_lib import (
+    apply_rope,
+    apply_rope_matrix,
+    apply_rotate_half,
+    cos_sin_tables,
+    elu_feature_map,
+    layout_permutation,
+    linear_attention,
+    linear_attention_weights,
+    llama_apply_rotary_emb,
+    llama_precompute_freqs_cis,
+    permute_qk_weight,
+    rotate_half,
+    rotate_half_cos_sin,
+    rotation_matrix,
+    score_error,
+    table_error,
+)
+
+# ----------------------------------------------------------------- independent routes
+
+
+def freqs_math(d: int, base: float) -> list[float]:
+    """theta_i = base ** (-2 i / d) with Python floats."""
+    return [base ** (-2.0 * i / d) for i in range(d // 2)]
+
+
+def pairs(d: int, layout: str) -> list[tuple[int, int]]:
+    if layout == "interleaved":
+        return [(2 * i, 2 * i + 1) for i in range(d // 2)]
+    return [(i, i + d // 2) for i in range(d // 2)]
+
+
+def rope_2x2(x, positions, base=10000.0, layout="interleaved"):
+    """float64 RoPE with one explicit 2x2 rotation per (position, pair)."""
+    x = np.asarray(x, dtype=np.float64)
+    d = x.shape[-1]
+    out = np.empty_like(x)
+    freqs = freqs_math(d, base)
+    for t, m in enumerate(positions):
+        for (a, b), th in zip(pairs(d, layout), freqs, strict=True):
+            ang = float(m) * th
+            block = np.array([[math.cos(ang), -math.sin(ang)], [math.sin(ang), math.cos(ang)]])
+            out[..., t, [a, b]] = x[..., t, [a, b]] @ block.T
+    return out
+
+
+def rotation_2x2(m, d, base=10000.0, layout="interleaved"):
+    """R_m column by column: column j is the rotated unit vector e_j."""
+    return rope_2x2(np.eye(d)[:, None, :], [m], base, layout)[:, 0, :].T
+
+
+@pytest.fixture(scope="module")
+def hf():
+    from transformers import LlamaConfig
+    from transformers.models.llama import modeling_llama
+
+    def rotary(d: int, base: float):
+        config = LlamaConfig(
+            hidden_size=2 * d,
+            num_attention_heads=2,
+            head_dim=d,
+            rope_parameters={"rope_theta": base, "rope_type": "default"},
+        )
+        return modeling_llama.LlamaRotaryEmbedding(config)
+
+    return SimpleNamespace(
+        apply_rotary_pos_emb=modeling_llama.apply_rotary_pos_emb,
+        rotate_half=modeling_llama.rotate_half,
+        make_rotary=rotary,
+    )
+
+
+even_d = st.integers(1, 32).map(lambda h: 2 * h)
+bases = st.floats(1.5, 1e9, allow_nan=False)
+positions_st = st.integers(-(10**6), 10**6)
+
+
+# ----------------------------------------------------------------------- R_m laws
+
+
+@given(m=positions_st, d=even_d, base=bases)
+def test_rotation_matrix_is_orthogonal(m, d, base):
+    R = rotation_matrix(m, d, base)
+    np.testing.assert_allclose(R.T @ R, np.eye(d), atol=1e-12)
+    assert np.linalg.det(R) == pytest.approx(1.0, abs=1e-9)
+
+
+@given(m=positions_st, n=positions_st, d=even_d, base=bases)
+def test_relative_property(m, n, d, base):
+    Rm, Rn, Rnm = (rotation_matrix(p, d, base) for p in (m, n, n - m))
+    # Angles up to 2e6 rad carry float64 round-off of about 1e-10.
+    np.testing.assert_allclose(Rm.T @ Rn, Rnm, atol=1e-8)
+
+
+@given(m=st.integers(-5000, 5000), d=st.integers(1, 8).map(lambda h: 2 * h), base=bases)
+def test_rotation_matrix_matches_explicit_blocks(m, d, base):
+    for layout in ("interleaved", "half"):
+        expected = rotation_2x2(m, d, base, layout)
+        np.testing.assert_allclose(rotation_matrix(m, d, base, layout), expected, atol=1e-12)
+
+
+def test_rotation_matrix_structure():
+    R = rotation_matrix(3, 6, 100.0)
+    th = freqs_math(6, 100.0)
+    assert R[0, 0] == pytest.approx(math.cos(3 * th[0]))
+    assert R[0, 1] == pytest.approx(-math.sin(3 * th[0]))
+    assert R[1, 0] == pytest.approx(math.sin(3 * th[0]))
+    assert R[4, 5] == pytest.approx(-math.sin(3 * th[2]))
+    assert R[0, 2] == 0.0 and R[2, 0] == 0.0
+    np.testing.assert_array_equal(rotation_matrix(0, 8), np.eye(8))
+
+
+@given(m=positions_st, d=even_d, base=bases, seed=st.integers(0, 2**32 - 1))
+def test_norms_preserved(m, d, base, seed):
+    x = np.random.default_rng(seed).standard_normal((3, 1, d))
+    for layout in ("interleaved", "half"):
+        y = apply_rope(x, [m], base, layout)
+        np.testing.assert_allclose(
+            np.linalg.norm(y, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-13
+        )
+
+
+@given(m=positions_st, d=even_d, base=bases, seed=st.integers(0, 2**32 - 1))
+def test_layout_equivalence(m, d, base, seed):
+    x = np.random.default_rng(seed).standard_normal((2, 3, d))
+    p = layout_permutation(d)
+    pos = [m, m + 1, -m]
+    np.testing.assert_allclose(
+        apply_rope(x[..., p], pos, base, "half"), apply_rope(x, pos, base)[..., p], atol=1e-12
+    )
+    P = np.eye(d)[p]  # (P x) = x[p]
+    np.testing.assert_allclose(
+        rotation_matrix(m, d, base, "half"), P @ rotation_matrix(m, d, base) @ P.T, atol=1e-15
+    )
+
+
+@given(
+    m=st.integers(-(10**5), 10**5),
+    n=st.integers(-(10**5), 10**5),
+    s=st.integers(-(10**5), 10**5),
+    d=even_d,
+    base=bases,
+    seed=st.integers(0, 2**32 - 1),
+    layout=st.sampled_from(["interleaved", "half"]),
+)
+def test_scores_depend_on_relative_position_only(m, n, s, d, base, seed, layout):
+    rng = np.random.default_rng(seed)
+    q, k = rng.standard_normal(d), rng.standard_normal(d)
+
+    def score(a, b):
+        return apply_rope(q[None], [a], base, layout)[0] @ apply_rope(k[None], [b], base, layout)[0]
+
+    scale = np.linalg.norm(q) * np.linalg.norm(k)
+    assert score(m, n) == pytest.approx(score(m + s, n + s), abs=1e-9 * scale)
+    relative = q @ rotation_matrix(n - m, d, base, layout) @ k
+    assert score(m, n) == pytest.approx(relative, abs=1e-9 * scale)
+
+
+# ---------------------------------------------------------------- apply_rope itself
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("shape", [(5, 8), (2, 5, 8), (2, 3, 5, 4), (1, 2, 3, 5, 2)])
+def test_apply_rope_float64_matches_explicit_route(shape, layout):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape)
+    pos = rng.integers(-3000, 3000, size=shape[-2])
+    expected = rope_2x2(x, pos, 500.0, layout)
+    got = apply_rope(x, pos, 500.0, layout)
+    assert isinstance(got, np.ndarray) and got.dtype == np.float64 and got.shape == shape
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+    got_t = apply_rope(torch.from_numpy(x), torch.from_numpy(pos), 500.0, layout)
+    assert isinstance(got_t, torch.Tensor) and got_t.dtype == torch.float64
+    np.testing.assert_allclose(got_t.numpy(), expected, atol=1e-12)
+    np.testing.assert_allclose(apply_rope_matrix(x, pos, 500.0, layout), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "tol"),
+    [(torch.float32, 1e-6), (torch.float16, 2.0**-11), (torch.bfloat16, 2.0**-8)],
+)
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_apply_rope_low_precision_torch(dtype, tol, layout):
+    rng = np.random.default_rng(2)
+    x = torch.from_numpy(rng.uniform(-1, 1, (2, 3, 7, 16))).to(dtype)
+    pos = np.array([0, 1, 5, 100, 4096, 65537, 10**6])
+    y = apply_rope(x, pos, 10000.0, layout)
+    assert y.dtype == dtype and y.device == x.device and y.shape == x.shape
+    expected = rope_2x2(x.double().numpy(), pos, 10000.0, layout)
+    # Rounded once at the end: at most half an ulp of the result (relative tol) plus float32 noise.
+    err = np.abs(y.double().numpy() - expected)
+    assert np.all(err <= tol * np.maximum(np.abs(expected), 2.0**-14) + 1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_apply_rope_low_precision_numpy(dtype):
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, (4, 6, 10)).astype(dtype)
+    pos = np.arange(6) * 1000
+    y = apply_rope(x, pos)
+    assert isinstance(y, np.ndarray) and y.dtype == dtype
+    expected = rope_2x2(x.astype(np.float64), pos)
+    tol = 1e-6 if dtype == np.float32 else 2.0**-11
+    assert np.all(np.abs(y - expected) <= tol * np.maximum(np.abs(expected), 2.0**-14) + 1e-6)
+
+
+def test_apply_rope_accepts_views_and_float_positions():
+    x = torch.randn(3, 9, 13, dtype=torch.float64)[..., 1:9, 1:13]  # odd storage offset, strided
+    pos = torch.arange(8, dtype=torch.float32) * 3  # whole numbers stored as floats
+    expected = rope_2x2(x.numpy(), np.arange(8) * 3)
+    np.testing.assert_allclose(apply_rope(x, pos).numpy(), expected, atol=1e-12)
+    np.testing.assert_allclose(
+        apply_rope(x.transpose(0, 1).transpose(0, 1), pos).numpy(), expected, atol=1e-12
+    )
+    x32 = x.float()
+    np.testing.assert_allclose(apply_rope(x32, pos).double().numpy(), expected, atol=2e-6)
+
+
+# ------------------------------------------------------------------- real peers
+
+
+@pytest.mark.parametrize(("d", "base"), [(8, 10000.0), (64, 10000.0), (128, 500000.0), (32, 1e9)])
+def test_half_layout_matches_hugging_face_float64(hf, d, base):
+    """HF's apply_rotary_pos_emb with float64 cos/sin tables built here by the math module."""
+    rng = np.random.default_rng(d)
+    T = 11
+    pos = rng.integers(0, 10**6, size=T)
+    ang = np.array([[float(m) * th for th in freqs_math(d, base)] for m in pos])
+    cos = torch.from_numpy(np.cos(np.concatenate([ang, ang], -1)))[None]  # (1, T, d)
+    sin = torch.from_numpy(np.sin(np.concatenate([ang, ang], -1)))[None]
+    q = torch.from_numpy(rng.standard_normal((1, 3, T, d)))
+    k = torch.from_numpy(rng.standard_normal((1, 3, T, d)))
+    q_hf, k_hf = hf.apply_rotary_pos_emb(q, k, cos, sin)
+    np.testing.assert_allclose(apply_rope(q, pos, base, "half").numpy(), q_hf.numpy(), atol=1e-12)
+    np.testing.assert_allclose(apply_rope(k, pos, base, "half").numpy(), k_hf.numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize(("d", "base"), [(16, 10000.0), (128, 10000.0), (128, 500000.0)])
+def test_half_layout_matches_hugging_face_float32(hf, d, base):
+    """The whole HF pipeline (LlamaRotaryEmbedding tables, float32) at small positions."""
+    rng = np.random.default_rng(d + 1)
+    T = 8  # HF's own float32 angle error grows like 6e-8 * position; keep it below 1e-6
+    q = torch.from_numpy(rng.uniform(-1, 1, (2, 4, T, d))).float()
+    cos, sin = hf.make_rotary(d, base)(q, torch.arange(T)[None])
+    q_hf, _ = hf.apply_rotary_pos_emb(q, q, cos, sin)
+    ours = apply_rope(q, torch.arange(T), base, "half")
+    assert ours.dtype == torch.float32
+    assert (ours - q_hf).abs().max().item() < 1e-6
+    # Same peer arithmetic, tables from float64 angles: both at float32 round-off everywhere.
+    pos = np.array([3, 1000, 77777, 10**6, 10**7, 5, 6, 7])
+    c, s = (torch.from_numpy(t).float() for t in cos_sin_tables(pos, d, base, "float64"))
+    q_hf2, _ = hf.apply_rotary_pos_emb(
+        q, q, torch.cat((c, c), -1)[None], torch.cat((s, s), -1)[None]
+    )
+    assert (apply_rope(q, pos, base, "half") - q_hf2).abs().max().item() < 1e-6
+
+
+def test_teaching_routes_equal_hugging_face_exactly(hf):
+    x = torch.randn(2, 3, 6, 32)
+    torch.testing.assert_close(rotate_half(x), hf.rotate_half(x), rtol=0, atol=0)
+    np.testing.assert_array_equal(rotate_half(x.numpy()), hf.rotate_half(x).numpy())
+    cos, sin = rotate_half_cos_sin(np.arange(6), 32, 10000.0)
+    cos_hf, sin_hf = hf.make_rotary(32, 10000.0)(x, torch.arange(6)[None])
+    torch.testing.assert_close(cos, cos_hf[0], rtol=0, atol=1e-7)
+    torch.testing.assert_close(sin, sin_hf[0], rtol=0, atol=1e-7)
+    q_hf, _ = hf.apply_rotary_pos_emb(x, x, cos[None], sin[None])
+    torch.testing.assert_close(apply_rotate_half(x, cos, sin), q_hf, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("d", "base"), [(16, 10000.0), (64, 10000.0), (128, 1000.0)])
+def test_interleaved_matches_rotary_embedding_torch(d, base):
+    from rotary_embedding_torch import RotaryEmbedding
+
+    rng = np.random.default_rng(d)
+    T = 8
+    x = torch.from_numpy(rng.uniform(-1, 1, (2, 4, T, d))).float()
+    peer = RotaryEmbedding(dim=d, theta=base).rotate_queries_or_keys(x, seq_dim=-2)
+    ours = apply_rope(x, np.arange(T), base)
+    assert (ours - peer).abs().max().item() < 1e-6
+    shifted = RotaryEmbedding(dim=d, theta=base).rotate_queries_or_keys(x, seq_dim=-2, offset=3)
+    assert (apply_rope(x, np.arange(3, 3 + T), base) - shifted).abs().max().item() < 1e-6
+
+
+def test_llama_complex_route():
+    rng = np.random.default_rng(4)
+    B, T, H, d = 2, 9, 3, 16
+    xq = torch.from_numpy(rng.uniform(-1, 1, (B, T, H, d))).float()
+    xk = torch.from_numpy(rng.uniform(-1, 1, (B, T, H, d))).float()
+    freqs_cis = llama_precompute_freqs_cis(d, T)
+    assert freqs_cis.shape == (T, d // 2) and freqs_cis.dtype == torch.complex64
+    q_out, k_out = llama_apply_rotary_emb(xq, xk, freqs_cis)
+    assert q_out.shape == (B, T, H, d) and q_out.dtype == torch.float32
+    # The LLaMA layout is (B, T, H, d): positions on axis 1, so move them to axis -2.
+    expected = rope_2x2(xq.double().numpy().transpose(0, 2, 1, 3), np.arange(T)).transpose(
+        0, 2, 1, 3
+    )
+    assert np.abs(q_out.double().numpy() - expected).max() < 1e-6
+    np.testing.assert_allclose(
+        freqs_cis.numpy(), np.exp(1j * np.outer(np.arange(T), freqs_math(d, 1e4))), atol=1e-6
+    )
+    with pytest.raises(ValueError, match="freqs_cis"):
+        llama_apply_rotary_emb(xq, xk, freqs_cis[:-1])
+
+
+# ------------------------------------------------------------------------ layouts
+
+
+def hf_converter_permute(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """The row permutation of Hugging Face's LLaMA checkpoint converter (Meta -> HF)."""
+    dim1, dim2 = w.shape
+    return w.view(n_heads, dim1 // n_heads // 2, 2, dim2).transpose(1, 2).reshape(dim1, dim2)
+
+
+def test_layout_permutation_values():
+    np.testing.assert_array_equal(layout_permutation(8), [0, 2, 4, 6, 1, 3, 5, 7])
+    np.testing.assert_array_equal(layout_permutation(2), [0, 1])
+
+
+@pytest.mark.parametrize(("n_heads", "d"), [(1, 8), (4, 16), (3, 64)])
+def test_permute_qk_weight_matches_converter_and_keeps_scores(n_heads, d):
+    rng = np.random.default_rng(n_heads)
+    d_model = 24
+    Wq = rng.standard_normal((n_heads * d, d_model))
+    Wk = rng.standard_normal((n_heads * d, d_model))
+    Wq_half = permute_qk_weight(Wq, n_heads)
+    np.testing.assert_array_equal(
+        Wq_half, hf_converter_permute(torch.from_numpy(Wq), n_heads).numpy()
+    )
+    np.testing.assert_array_equal(permute_qk_weight(Wq_half, n_heads, to="interleaved"), Wq)
+    torch.testing.assert_close(
+        permute_qk_weight(torch.from_numpy(Wq), n_heads), torch.from_numpy(Wq_half), rtol=0, atol=0
+    )
+    x = rng.standard_normal((10, d_model))
+    pos = np.arange(10) * 37
+
+    def scores(Wq_, Wk_, layout):
+        q = (x @ Wq_.T).reshape(10, n_heads, d).transpose(1, 0, 2)  # (heads, T, d)
+        k = (x @ Wk_.T).reshape(10, n_heads, d).transpose(1, 0, 2)
+        return apply_rope(q, pos, layout=layout) @ apply_rope(k, pos, layout=layout).transpose(
+            0, 2, 1
+        )
+
+    original = scores(Wq, Wk, "interleaved")
+    converted = scores(Wq_half, permute_qk_weight(Wk, n_heads), "half")
+    np.testing.assert_allclose(converted, original, atol=1e-9)
+    forgotten = scores(Wq, Wk, "half")
+    # The silent bug: the diagonal (distance 0) is right, everything else is wrong.
+    np.testing.assert_allclose(
+        np.diagonal(forgotten, axis1=1, axis2=2), np.diagonal(original, axis1=1, axis2=2)
+    )
+    off = ~np.eye(10, dtype=bool)
+    assert np.all(np.abs(forgotten - original)[:, off].max(axis=-1) > 1e-3)
+
+
+# ----------------------------------------------------------------------- accuracy
+
+
+def mp_tables(pos: int, d: int, base: float) -> tuple[np.ndarray, np.ndarray]:
+    with mpmath.workdps(30):
+        angles = [
+            mpmath.mpf(pos) * mpmath.power(mpmath.mpf(base), mpmath.mpf(-2 * i) / d)
+            for i in range(d // 2)
+        ]
+        return (
+            np.array([float(mpmath.cos(a)) for a in angles]),
+            np.array([float(mpmath.sin(a)) for a in angles]),
+        )
+
+
+@pytest.mark.parametrize("base", [10.0, 10000.0, 500000.0, 1e9])
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_accuracy_promise_against_mpmath(base, layout):
+    """float32 apply_rope at positions up to 1e7 stays at float32 round-off (< 1e-6)."""
+    d = 128
+    pos = np.array([0, 12345, 10**6, 9_999_991, 10**7])
+    x = torch.from_numpy(np.random.default_rng(5).uniform(-1, 1, (3, pos.size, d))).float()
+    a, b = (
+        (np.arange(0, d, 2), np.arange(1, d, 2))
+        if layout == "interleaved"
+        else (
+            np.arange(d // 2),
+            np.arange(d // 2, d),
+        )
+    )
+    xd = x.double().numpy()
+    expected = np.empty_like(xd)
+    for t, m in enumerate(pos):
+        c, s = mp_tables(int(m), d, base)
+        expected[..., t, a] = xd[..., t, a] * c - xd[..., t, b] * s
+        expected[..., t, b] = xd[..., t, a] * s + xd[..., t, b] * c
+    err = np.abs(apply_rope(x, pos, base, layout).double().numpy() - expected).max()
+    assert err < 1e-6
+    c_lib, s_lib = cos_sin_tables([10**7], d, base, "rope_lib")
+    c_mp, s_mp = mp_tables(10**7, d, base)
+    assert max(np.abs(c_lib[0] - c_mp).max(), np.abs(s_lib[0] - s_mp).max()) <= 2.0**-25
+
+
+def test_usual_float32_recipe_is_inaccurate_at_large_positions():
+    d, base = 128, 10000.0
+    c, s = cos_sin_tables([10**6, 10**7], d, base, "float32")
+    for row, m in enumerate((10**6, 10**7)):
+        c_mp, s_mp = mp_tables(m, d, base)
+        assert np.abs(c[row] - c_mp).max() > 1e-3  # angle error ~ 6e-8 * m
+    # The same numbers as LLaMA's complex table (the same float32 recipe).
+    f = llama_precompute_freqs_cis(d, 1001)
+    c1, s1 = cos_sin_tables([1000], d, base, "float32")
+    np.testing.assert_allclose(f[1000].real.numpy(), c1[0], atol=1e-7)
+    np.testing.assert_allclose(f[1000].imag.numpy(), s1[0], atol=1e-7)
+
+
+def round_to_bfloat16(a: np.ndarray) -> np.ndarray:
+    """Round float32 values to bfloat16 (nearest, ties to even) by bit manipulation."""
+    bits = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def test_bfloat16_recipes():
+    pos = np.array([1, 255, 257, 4097, 70001])
+    d = 16
+    rounded_pos = round_to_bfloat16(pos.astype(np.float32)).astype(np.int64)
+    assert list(rounded_pos[:3]) == [1, 255, 256]  # 257 is not a bfloat16 number
+    np.testing.assert_array_equal(
+        cos_sin_tables(pos, d, recipe="bfloat16_positions")[0],
+        cos_sin_tables(rounded_pos, d, recipe="float32")[0],
+    )
+    c32 = cos_sin_tables(pos, d, recipe="float32")[0].astype(np.float32)
+    np.testing.assert_array_equal(
+        cos_sin_tables(pos, d, recipe="bfloat16_tables")[0], round_to_bfloat16(c32)
+    )
+    # Distinct bfloat16 positions among 0..4095: the collapse rotary-embedding-torch shows.
+    assert np.unique(round_to_bfloat16(np.arange(4096, dtype=np.float32))).size == 769
+
+
+def test_table_and_score_error():
+    pos = np.array([1, 10, 1000, 10**5, 10**7])
+    lib = table_error(pos, 128, recipe="rope_lib")
+    assert np.all(lib <= 2.0**-25)
+    f32 = table_error(pos, 128, recipe="float32")
+    assert f32[-1] > 0.05 and f32[0] < 1e-7
+    c_mp, s_mp = mp_tables(10**7, 128, 1e4)
+    c, s = cos_sin_tables([10**7], 128, recipe="float32")
+    assert f32[-1] == pytest.approx(
+        max(np.abs(c[0] - c_mp).max(), np.abs(s[0] - s_mp).max()), rel=1e-6
+    )
+    assert np.all(score_error(pos, 128, recipe="rope_lib") < 1e-6)
+    assert score_error(pos, 128, recipe="float32")[-1] > 1e-3
+
+
+def test_score_error_float32_recipe_equals_hugging_face_pipeline(hf):
+    """score_error('float32') is the error of HF's real pipeline on the same vectors."""
+    d, base, pos = 64, 10000.0, np.array([5, 3000, 10**6])
+    key_pos = pos - 1
+    rng = np.random.default_rng(0)  # score_error's documented draws
+    q = rng.standard_normal((8, pos.size, d)).astype(np.float32)
+    k = rng.standard_normal((8, pos.size, d)).astype(np.float32)
+    emb = hf.make_rotary(d, base)
+    qt, kt = torch.from_numpy(q), torch.from_numpy(k)
+    cq, sq = emb(qt, torch.from_numpy(pos)[None])
+    ck, sk = emb(kt, torch.from_numpy(key_pos)[None])
+    q_hf, _ = hf.apply_rotary_pos_emb(qt, qt, cq[0], sq[0], unsqueeze_dim=0)
+    _, k_hf = hf.apply_rotary_pos_emb(kt, kt, ck[0], sk[0], unsqueeze_dim=0)
+    approx = (q_hf * k_hf).sum(-1).double().numpy()
+    exact = (rope_2x2(q, pos, base, "half") * rope_2x2(k, key_pos, base, "half")).sum(-1)
+    norms = np.linalg.norm(q.astype(float), axis=-1) * np.linalg.norm(k.astype(float), axis=-1)
+    expected = (np.abs(approx - exact) / norms).max(axis=0)
+    np.testing.assert_allclose(
+        score_error(pos, d, base, "float32"), expected, rtol=1e-6, atol=1e-12
+    )
+
+
+# ------------------------------------------------------------- linear attention
+
+
+def test_elu_feature_map():
+    x = np.linspace(-5, 5, 101)
+    expected = torch.nn.functional.elu(torch.from_numpy(x)).numpy() + 1.0
+    np.testing.assert_allclose(elu_feature_map(x), expected, atol=1e-15)
+    assert np.all(elu_feature_map(x) > 0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_linear_attention_matches_quadratic_route(causal, layout):
+    rng = np.random.default_rng(6)
+    T, d, dv = 7, 8, 3
+    q, k, v = (
+        rng.standard_normal((2, T, d)),
+        rng.standard_normal((2, T, d)),
+        rng.standard_normal((2, T, dv)),
+    )
+    pos = np.arange(T) * 5 + 2
+    fq = np.where(q > 0, q + 1, np.exp(q))
+    fk = np.where(k > 0, k + 1, np.exp(k))
+    expected = np.zeros((2, T, dv))
+    for bt in range(2):
+        for m in range(T):
+            Rm = rotation_2x2(pos[m], d, 10000.0, layout)
+            num, den = np.zeros(dv), 0.0
+            for n in range(T if not causal else m + 1):
+                Rn = rotation_2x2(pos[n], d, 10000.0, layout)
+                num += ((Rm @ fq[bt, m]) @ (Rn @ fk[bt, n])) * v[bt, n]
+                den += fq[bt, m] @ fk[bt, n]
+            expected[bt, m] = num / den
+    got = linear_attention(q, k, v, pos, layout=layout, causal=causal)
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+
+
+def test_linear_attention_numerator_is_relative():
+    rng = np.random.default_rng(7)
+    T, d = 9, 16
+    q, k, v = rng.standard_normal((T, d)), rng.standard_normal((T, d)), rng.standard_normal((T, 4))
+    pos = np.arange(T)
+    N, D = linear_attention_weights(q, k, pos)
+    N_shift, D_shift = linear_attention_weights(q, k, pos + 1000)
+    np.testing.assert_allclose(N_shift, N, atol=1e-11)
+    np.testing.assert_array_equal(D_shift, D)
+    np.testing.assert_allclose(
+        linear_attention(q, k, v, pos + 1000), linear_attention(q, k, v, pos), atol=1e-11
+    )
+    # Same content at every position: the numerator is a Toeplitz matrix (constant diagonals).
+    Nc, _ = linear_attention_weights(np.tile(q[0], (T, 1)), np.tile(k[0], (T, 1)), pos)
+    for offset in range(-T + 1, T):
+        diag = np.diagonal(Nc, offset)
+        np.testing.assert_allclose(diag, diag[0], atol=1e-12)
+    assert np.all(D > 0)
+
+
+# ----------------------------------------------------------------------- figures
+
+
+def test_plot_rotation_2d():
+    fig = rope_lib.plot_rotation_2d(
+        q=(1.0, 0.3), k=(0.8, 0.6), theta_2d=0.4, positions=((2, 5), (7, 10))
+    )
+    try:
+        assert len(fig.axes) == 2
+        scores = []
+        for ax, (m, n) in zip(fig.axes, ((2, 5), (7, 10)), strict=True):
+            tips = [a.xy for a in ax.texts if isinstance(a, Annotation)]
+            qm = (
+                math.cos(0.4 * m) - 0.3 * math.sin(0.4 * m),
+                math.sin(0.4 * m) + 0.3 * math.cos(0.4 * m),
+            )
+            kn = (
+                0.8 * math.cos(0.4 * n) - 0.6 * math.sin(0.4 * n),
+                0.8 * math.sin(0.4 * n) + 0.6 * math.cos(0.4 * n),
+            )
+            np.testing.assert_allclose(tips, [(1.0, 0.3), (0.8, 0.6), qm, kn], atol=1e-12)
+            score = qm[0] * kn[0] + qm[1] * kn[1]
+            assert f"{score:.4f}" in ax.get_title()
+            assert ax.get_xlabel() and ax.get_ylabel()
+            scores.append(score)
+        assert scores[0] == pytest.approx(scores[1])  # same n - m
+    finally:
+        plt.close(fig)
+
+
+def test_plot_layout_mismatch():
+    d, base = 16, 10000.0
+    fig = rope_lib.plot_layout_mismatch(d=d, base=base, max_distance=50, seed=3)
+    try:
+        ax = fig.axes[0]
+        original, converted, forgotten = (line.get_ydata() for line in ax.get_lines()[:3])
+        x = ax.get_lines()[0].get_xdata()
+        np.testing.assert_array_equal(x, np.arange(51))
+        rng = np.random.default_rng(3)
+        q = rng.standard_normal(d)
+        k = q + 0.3 * rng.standard_normal(d)
+        expected = np.array([q @ rotation_2x2(int(xi), d, base) @ k for xi in x])
+        np.testing.assert_allclose(original, expected, atol=1e-10)
+        np.testing.assert_allclose(converted, expected, atol=1e-10)
+        assert forgotten[0] == pytest.approx(expected[0])
+        assert np.abs(forgotten[1:] - expected[1:]).max() > 1.0
+        assert "distance" in ax.get_xlabel() and ax.get_ylabel()
+        assert ax.get_legend() is not None
+    finally:
+        plt.close(fig)
+
+
+def test_plot_accuracy():
+    fig = rope_lib.plot_accuracy(d=64, base=10000.0, max_position=10**7, num=5)
+    try:
+        ax_t, ax_s = fig.axes[:2]
+        lines = dict(zip(rope_lib.RECIPES, ax_t.get_lines(), strict=False))
+        pos = lines["rope_lib"].get_xdata()
+        np.testing.assert_array_equal(pos, np.unique(np.round(np.logspace(0, 7, 5)).astype(int)))
+        assert np.all(lines["rope_lib"].get_ydata() <= 2.0**-25)
+        f32 = lines["float32"].get_ydata()
+        c_mp, s_mp = mp_tables(int(pos[-1]), 64, 1e4)
+        c, s = cos_sin_tables(pos[-1:], 64, recipe="float32")
+        assert f32[-1] == pytest.approx(
+            max(np.abs(c[0] - c_mp).max(), np.abs(s[0] - s_mp).max()), rel=1e-6
+        )
+        score_lines = dict(zip(rope_lib.RECIPES, ax_s.get_lines(), strict=False))
+        assert np.all(score_lines["rope_lib"].get_ydata() < 1e-6)
+        assert score_lines["float32"].get_ydata()[-1] > 1e-3
+        for ax in (ax_t, ax_s):
+            assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+            assert ax.get_xlabel() == "position $m$" and ax.get_ylabel()
+    finally:
+        plt.close(fig)
+
+
+# -------------------------------------------------------------------- bad input
+
+
+def test_apply_rope_bad_input():
+    x = np.zeros((4, 8))
+    with pytest.raises(ValueError, match="x.shape"):
+        apply_rope(np.zeros((4, 7)), np.arange(4))
+    with pytest.raises(ValueError, match="base"):
+        apply_rope(x, np.arange(4), base=1.0)
+    with pytest.raises(ValueError, match="base"):
+        apply_rope(x, np.arange(4), base=0.5)
+    with pytest.raises(ValueError, match="positions"):
+        apply_rope(x, np.arange(3))
+    with pytest.raises(ValueError, match="positions"):
+        apply_rope(x, [0])  # never broadcast a single position
+    with pytest.raises(ValueError, match="positions"):
+        apply_rope(x, [0, 1, 2.5, 3])
+    with pytest.raises(ValueError, match="positions"):
+        apply_rope(x, [0, 1, np.nan, 3])
+    with pytest.raises(ValueError, match="positions"):
+        apply_rope(x, [0, 1, np.inf, 3])
+    with pytest.raises(ValueError, match="positions"):
+        apply_rope(x, np.arange(4)[None])
+    with pytest.raises(ValueError, match="positions"):
+        apply_rope(x, torch.tensor([0.0, 0.5, 1.0, 2.0]))
+    with pytest.raises(ValueError, match="x"):
+        apply_rope(np.zeros(8), [0])
+    with pytest.raises(ValueError, match="layout"):
+        apply_rope(x, np.arange(4), layout="neox")
+    with pytest.raises(TypeError, match="x"):
+        apply_rope(np.zeros((4, 8), dtype=np.int64), np.arange(4))
+    with pytest.raises(TypeError, match="x"):
+        apply_rope(torch.zeros((4, 8), dtype=torch.int32), np.arange(4))
+    with pytest.raises(TypeError, match="x"):
+        apply_rope(torch.zeros((4, 8), dtype=torch.complex64), np.arange(4))
+    with pytest.raises(TypeError, match="x"):
+        apply_rope(np.zeros((4, 8), dtype=bool), np.arange(4))
+
+
+def test_other_bad_input():
+    with pytest.raises(ValueError, match="d"):
+        rotation_matrix(1, 7)
+    with pytest.raises(ValueError, match="base"):
+        rotation_matrix(1, 8, base=1.0)
+    with pytest.raises(ValueError, match="m"):
+        rotation_matrix(1.5, 8)
+    with pytest.raises(ValueError, match="m"):
+        rotation_matrix(float("nan"), 8)
+    with pytest.raises(ValueError, match="layout"):
+        rotation_matrix(1, 8, layout="x")
+    with pytest.raises(ValueError, match="weight"):
+        permute_qk_weight(np.zeros((12, 4)), n_heads=5)
+    with pytest.raises(ValueError, match="head dimension"):
+        permute_qk_weight(np.zeros((6, 4)), n_heads=2)
+    with pytest.raises(ValueError, match="recipe"):
+        cos_sin_tables([1], 8, recipe="fp8")
+    with pytest.raises(ValueError, match="d"):
+        layout_permutation(5)
+    with pytest.raises(ValueError, match="v"):
+        linear_attention(np.ones((3, 4)), np.ones((3, 4)), np.ones((2, 4)), np.arange(3))
+    with pytest.raises(ValueError, match="positions"):
+        linear_attention(np.ones((3, 4)), np.ones((3, 4)), np.ones((3, 4)), np.arange(2))
+    with pytest.raises(ValueError, match="positions"):
+        rope_lib.plot_rotation_2d(positions=(1, 2))
