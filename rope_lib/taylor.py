@@ -1,0 +1,620 @@
+r"""The second-order Taylor expansion of a model around its position vectors (chapter ``taylor``).
+
+Chapter 2 (``chapters/02_taylor.md``) adds position vectors to two inputs of a model,
+:math:`\tilde f = f(\dots, \boldsymbol x_m + \boldsymbol p_m, \dots, \boldsymbol x_n +
+\boldsymbol p_n, \dots)`, and expands to second order in :math:`\boldsymbol p_m,
+\boldsymbol p_n`:
+
+.. math:: \tilde f \approx f + \boldsymbol p_m^\top \nabla_m f + \boldsymbol p_n^\top \nabla_n f
+          + \tfrac12 \boldsymbol p_m^\top \boldsymbol H_{mm} \boldsymbol p_m
+          + \tfrac12 \boldsymbol p_n^\top \boldsymbol H_{nn} \boldsymbol p_n
+          + \boldsymbol p_m^\top \mathcal H \boldsymbol p_n,
+          \qquad \mathcal H = \frac{\partial^2 f}{\partial \boldsymbol x_m
+          \partial \boldsymbol x_n^\top}.
+
+This module computes
+
+* :func:`second_order_expansion`: the six named terms for any sympy expression ``f``;
+* two concrete models for the chapter: :func:`score_model` (the attention score
+  :math:`\boldsymbol x_m^\top \boldsymbol A \boldsymbol x_n/\sqrt d`, whose expansion is exact)
+  and :func:`attention_output_model` (a softmax-weighted output of two tokens, whose
+  expansion has an :math:`O(\varepsilon^3)` remainder);
+* :func:`expansion_error`, :func:`term_sizes` and :func:`loglog_slope`: the numerical check
+  that the remainder shrinks like the cube of the perturbation size;
+* :func:`plot_error_order` and :func:`plot_term_sizes`: the chapter's figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import mpmath
+import numpy as np
+import sympy as sp
+from matplotlib.figure import Figure
+
+from . import plotting
+from ._validate import check_positive_int, check_real_array
+
+__all__ = [
+    "TERM_NAMES",
+    "SecondOrderExpansion",
+    "second_order_expansion",
+    "score_model",
+    "attention_output_model",
+    "demo_point",
+    "expansion_error",
+    "term_sizes",
+    "loglog_slope",
+    "plot_error_order",
+    "plot_term_sizes",
+]
+
+#: The six terms of the expansion, in the order of the chapter's equation.
+TERM_NAMES: tuple[str, ...] = (
+    "constant",
+    "linear_m",
+    "linear_n",
+    "quadratic_m",
+    "quadratic_n",
+    "cross",
+)
+
+#: Order of each term in the perturbation size: along p = eps * u a term scales as eps**order.
+_ORDERS = {
+    "constant": 0,
+    "linear_m": 1,
+    "linear_n": 1,
+    "quadratic_m": 2,
+    "quadratic_n": 2,
+    "cross": 2,
+}
+
+#: How the figures label each term.
+_TERM_LABELS = {
+    "constant": r"$f$",
+    "linear_m": r"$\boldsymbol{p}_m^\top \nabla_m f$",
+    "linear_n": r"$\boldsymbol{p}_n^\top \nabla_n f$",
+    "quadratic_m": r"$\frac{1}{2}\boldsymbol{p}_m^\top H_{mm} \boldsymbol{p}_m$",
+    "quadratic_n": r"$\frac{1}{2}\boldsymbol{p}_n^\top H_{nn} \boldsymbol{p}_n$",
+    "cross": r"$\boldsymbol{p}_m^\top \mathcal{H} \boldsymbol{p}_n$",
+}
+
+
+def _symbols(values: Any, name: str) -> tuple[sp.Symbol, ...]:
+    if isinstance(values, sp.Symbol):
+        values = (values,)
+    try:
+        out = tuple(values)
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence of sympy symbols, got {values!r}") from None
+    if not out or not all(isinstance(s, sp.Symbol) for s in out):
+        raise TypeError(f"{name} must be a non-empty sequence of sympy symbols, got {values!r}")
+    return out
+
+
+@dataclass(frozen=True)
+class SecondOrderExpansion:
+    r"""The second-order expansion of :math:`f` in the perturbations of two inputs.
+
+    Attributes
+    ----------
+    f : sympy.Expr
+        The model, a scalar expression in ``x_m``, ``x_n`` (and possibly other symbols).
+    x_m, x_n : tuple of sympy.Symbol
+        Coordinates of the two perturbed inputs.
+    p_m, p_n : tuple of sympy.Symbol
+        Coordinates of the perturbations (position vectors).
+    grad_m, grad_n : sympy.Matrix
+        :math:`\nabla_m f` and :math:`\nabla_n f`, column vectors.
+    hess_mm, hess_nn, hess_mn : sympy.Matrix
+        :math:`\partial^2 f/\partial x_m\partial x_m^\top`,
+        :math:`\partial^2 f/\partial x_n\partial x_n^\top` and the mixed Hessian
+        :math:`\mathcal H = \partial^2 f/\partial x_m\partial x_n^\top` (rows: :math:`x_m`).
+    terms : dict
+        The six terms keyed by :data:`TERM_NAMES`, each a sympy expression in ``x`` and ``p``.
+    """
+
+    f: sp.Expr
+    x_m: tuple[sp.Symbol, ...]
+    x_n: tuple[sp.Symbol, ...]
+    p_m: tuple[sp.Symbol, ...]
+    p_n: tuple[sp.Symbol, ...]
+    grad_m: sp.Matrix
+    grad_n: sp.Matrix
+    hess_mm: sp.Matrix
+    hess_nn: sp.Matrix
+    hess_mn: sp.Matrix
+    terms: dict[str, sp.Expr] = field(default_factory=dict)
+
+    def total(self) -> sp.Expr:
+        """The second-order approximation: the sum of the six terms."""
+        return sp.Add(*(self.terms[name] for name in TERM_NAMES))
+
+    def perturbed(self) -> sp.Expr:
+        r""":math:`\tilde f`: ``f`` with :math:`x_m \to x_m + p_m` and :math:`x_n \to x_n + p_n`."""
+        shift = {x: x + p for x, p in zip(self.x_m + self.x_n, self.p_m + self.p_n, strict=True)}
+        return self.f.subs(shift, simultaneous=True)
+
+    def mixed_dependence(self) -> dict[str, sp.Matrix]:
+        r"""For each term, the matrix :math:`\partial^2 (\text{term})/\partial p_m \partial
+        p_n^\top`: zero unless the term couples the two positions (only ``"cross"``, where it
+        is :math:`\mathcal H`)."""
+        pm, pn = sp.Matrix(self.p_m), sp.Matrix(self.p_n)
+        return {
+            name: sp.Matrix(
+                len(self.p_m), len(self.p_n), lambda i, j, t=term: sp.diff(t, pm[i], pn[j])
+            )
+            for name, term in self.terms.items()
+        }
+
+
+def second_order_expansion(
+    f: sp.Expr,
+    x_m: Sequence[sp.Symbol],
+    x_n: Sequence[sp.Symbol],
+    p_m: Sequence[sp.Symbol] | None = None,
+    p_n: Sequence[sp.Symbol] | None = None,
+) -> SecondOrderExpansion:
+    r"""Second-order Taylor expansion of ``f`` in perturbations of the inputs ``x_m``, ``x_n``.
+
+    .. math:: f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n + \boldsymbol p_n)
+              = \underbrace{f}_{\text{constant}}
+              + \underbrace{\boldsymbol p_m^\top \nabla_m f}_{\text{linear\_m}}
+              + \underbrace{\boldsymbol p_n^\top \nabla_n f}_{\text{linear\_n}}
+              + \underbrace{\tfrac12 \boldsymbol p_m^\top \boldsymbol H_{mm}
+                \boldsymbol p_m}_{\text{quadratic\_m}}
+              + \underbrace{\tfrac12 \boldsymbol p_n^\top \boldsymbol H_{nn}
+                \boldsymbol p_n}_{\text{quadratic\_n}}
+              + \underbrace{\boldsymbol p_m^\top \mathcal H \boldsymbol p_n}_{\text{cross}}
+              + O(\lVert p\rVert^3),
+
+    all derivatives taken at :math:`(\boldsymbol x_m, \boldsymbol x_n)`. The cross term carries
+    the factor 1, not 1/2: the mixed block appears twice in the full quadratic form
+    (:math:`\mathcal H` and :math:`\mathcal H^\top`).
+
+    Parameters
+    ----------
+    f : sympy.Expr
+        A scalar expression.
+    x_m, x_n : sequence of sympy.Symbol
+        The coordinates of the two inputs that receive position vectors (same length not
+        required).
+    p_m, p_n : sequence of sympy.Symbol, optional
+        Symbols for the perturbations; default ``p_{m,i}`` and ``p_{n,i}``.
+
+    Returns
+    -------
+    SecondOrderExpansion
+    """
+    if not isinstance(f, sp.Expr):
+        raise TypeError(f"f must be a sympy expression, got {type(f).__name__}")
+    x_m = _symbols(x_m, "x_m")
+    x_n = _symbols(x_n, "x_n")
+    if set(x_m) & set(x_n):
+        raise ValueError("x_m and x_n must be disjoint sets of symbols")
+    p_m = (
+        _symbols(p_m, "p_m")
+        if p_m is not None
+        else tuple(sp.Symbol(f"p_{{m,{i}}}", real=True) for i in range(len(x_m)))
+    )
+    p_n = (
+        _symbols(p_n, "p_n")
+        if p_n is not None
+        else tuple(sp.Symbol(f"p_{{n,{i}}}", real=True) for i in range(len(x_n)))
+    )
+    if len(p_m) != len(x_m) or len(p_n) != len(x_n):
+        raise ValueError(
+            f"p_m and p_n must have the lengths of x_m ({len(x_m)}) and x_n ({len(x_n)}), got "
+            f"{len(p_m)} and {len(p_n)}"
+        )
+    used = set(p_m) | set(p_n)
+    if used & f.free_symbols or used & set(x_m + x_n) or len(used) != len(p_m) + len(p_n):
+        raise ValueError("p_m and p_n must be new, distinct symbols that do not occur in f")
+    vm, vn = sp.Matrix(x_m), sp.Matrix(x_n)
+    pm, pn = sp.Matrix(p_m), sp.Matrix(p_n)
+    grad_m = sp.Matrix([f]).jacobian(vm).T
+    grad_n = sp.Matrix([f]).jacobian(vn).T
+    hess_mm = grad_m.jacobian(vm)
+    hess_nn = grad_n.jacobian(vn)
+    hess_mn = grad_m.jacobian(vn)
+    terms = {
+        "constant": f,
+        "linear_m": (pm.T * grad_m)[0, 0],
+        "linear_n": (pn.T * grad_n)[0, 0],
+        "quadratic_m": sp.Rational(1, 2) * (pm.T * hess_mm * pm)[0, 0],
+        "quadratic_n": sp.Rational(1, 2) * (pn.T * hess_nn * pn)[0, 0],
+        "cross": (pm.T * hess_mn * pn)[0, 0],
+    }
+    return SecondOrderExpansion(
+        f=f,
+        x_m=x_m,
+        x_n=x_n,
+        p_m=p_m,
+        p_n=p_n,
+        grad_m=grad_m,
+        grad_n=grad_n,
+        hess_mm=hess_mm,
+        hess_nn=hess_nn,
+        hess_mn=hess_mn,
+        terms=terms,
+    )
+
+
+def _check_small_d(d: Any) -> int:
+    d = check_positive_int(d, "d")
+    if d > 4:
+        raise ValueError(f"d must be between 1 and 4 (the models are symbolic), got {d}")
+    return d
+
+
+def _vector(name: str, d: int) -> tuple[sp.Symbol, ...]:
+    return tuple(sp.Symbol(f"{name}_{{{i}}}", real=True) for i in range(d))
+
+
+def score_model(
+    d: int = 2,
+) -> tuple[sp.Expr, tuple[sp.Symbol, ...], tuple[sp.Symbol, ...], sp.Matrix]:
+    r"""The attention score of token :math:`m` (query) on token :math:`n` (key), symbolically.
+
+    .. math:: s(\boldsymbol x_m, \boldsymbol x_n) = \frac{\boldsymbol x_m^\top \boldsymbol A
+              \boldsymbol x_n}{\sqrt d}, \qquad \boldsymbol A = \boldsymbol W_q^\top
+              \boldsymbol W_k,
+
+    with a symbolic :math:`d \times d` matrix :math:`\boldsymbol A` (entries ``A_{ij}``). The
+    score is bilinear, so its second-order expansion is exact and :math:`\mathcal H =
+    \boldsymbol A/\sqrt d`.
+
+    Parameters
+    ----------
+    d : int
+        Width, 1 to 4.
+
+    Returns
+    -------
+    tuple
+        ``(f, x_m, x_n, A)``.
+    """
+    d = _check_small_d(d)
+    x_m, x_n = _vector("x_m", d), _vector("x_n", d)
+    a = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"A_{{{i}{j}}}", real=True))
+    f = (sp.Matrix(x_m).T * a * sp.Matrix(x_n))[0, 0] / sp.sqrt(d)
+    return f, x_m, x_n, a
+
+
+def attention_output_model(
+    d: int = 2, readout: Sequence[Any] | None = None
+) -> tuple[sp.Expr, tuple[sp.Symbol, ...], tuple[sp.Symbol, ...]]:
+    r"""A softmax-weighted attention output of two tokens, read out to a scalar.
+
+    Token :math:`m` attends to itself and to token :math:`n`, with identity projections
+    (:math:`\boldsymbol q = \boldsymbol k = \boldsymbol v = \boldsymbol x`):
+
+    .. math:: f(\boldsymbol x_m, \boldsymbol x_n) = \boldsymbol c^\top
+              \frac{e^{s_{mm}} \boldsymbol x_m + e^{s_{mn}} \boldsymbol x_n}
+              {e^{s_{mm}} + e^{s_{mn}}},
+              \qquad s_{mn} = \frac{\boldsymbol x_m^\top \boldsymbol x_n}{\sqrt d},
+
+    with readout :math:`\boldsymbol c` (default all ones). The expression is built in the
+    equivalent form :math:`\boldsymbol c^\top(\boldsymbol x_n + \sigma(s_{mm} - s_{mn})
+    (\boldsymbol x_m - \boldsymbol x_n))`, :math:`\sigma(z) = 1/(1 + e^{-z})`. Unlike
+    :func:`score_model`, ``f`` is not a polynomial: its Taylor series does not stop, and the
+    second-order expansion leaves a remainder of third order.
+
+    Parameters
+    ----------
+    d : int
+        Width, 1 to 4.
+    readout : sequence of numbers, optional
+        The vector :math:`\boldsymbol c` of length ``d``.
+
+    Returns
+    -------
+    tuple
+        ``(f, x_m, x_n)``.
+    """
+    d = _check_small_d(d)
+    if readout is None:
+        c = sp.ones(d, 1)
+    else:
+        arr = check_real_array(readout, "readout")
+        if arr.shape != (d,):
+            raise ValueError(f"readout must have shape ({d},), got {arr.shape}")
+        c = sp.Matrix([sp.nsimplify(v) for v in arr])
+    x_m, x_n = _vector("x_m", d), _vector("x_n", d)
+    vm, vn = sp.Matrix(x_m), sp.Matrix(x_n)
+    s_mm = (vm.T * vm)[0, 0] / sp.sqrt(d)
+    s_mn = (vm.T * vn)[0, 0] / sp.sqrt(d)
+    # softmax over two scores is a logistic function of their difference; this form gives
+    # sympy derivatives about three times smaller than the quotient of exponentials.
+    weight_m = 1 / (1 + sp.exp(s_mn - s_mm))
+    out = vn + weight_m * (vm - vn)
+    return (c.T * out)[0, 0], x_m, x_n
+
+
+def demo_point(d: int = 2, seed: int = 0) -> dict[str, np.ndarray]:
+    r"""A base point and perturbation directions for the numerical checks.
+
+    Returns the inputs :math:`\boldsymbol x_m, \boldsymbol x_n \sim \mathcal N(0,
+    \boldsymbol I_d)` and unit directions :math:`\boldsymbol u_m, \boldsymbol u_n`; the
+    perturbations are then :math:`\boldsymbol p = \varepsilon\boldsymbol u`.
+
+    Returns
+    -------
+    dict
+        Keys ``"x_m"``, ``"x_n"``, ``"u_m"``, ``"u_n"``, each a float64 array of shape ``(d,)``.
+    """
+    d = check_positive_int(d, "d")
+    seed = check_positive_int(seed, "seed", minimum=0)
+    rng = np.random.default_rng([seed, 3])
+    x_m, x_n, u_m, u_n = rng.standard_normal((4, d))
+    return {
+        "x_m": x_m,
+        "x_n": x_n,
+        "u_m": u_m / np.linalg.norm(u_m),
+        "u_n": u_n / np.linalg.norm(u_n),
+    }
+
+
+def _point(values: Any, name: str, size: int) -> np.ndarray:
+    arr = check_real_array(values, name)
+    if arr.shape != (size,):
+        raise ValueError(f"{name} must have shape ({size},), got {arr.shape}")
+    return arr
+
+
+def _eps(eps: Any) -> np.ndarray:
+    arr = check_real_array(eps, "eps")
+    if arr.ndim != 1 or arr.size == 0 or np.any(arr <= 0):
+        raise ValueError("eps must be a non-empty 1-D array of positive perturbation sizes")
+    return arr
+
+
+def _ray(expansion: SecondOrderExpansion, point: dict[str, Any], eps: Any, dps: int):
+    """Validate the inputs of the numerical checks; return the numeric pieces."""
+    if not isinstance(expansion, SecondOrderExpansion):
+        raise TypeError(f"expansion must be a SecondOrderExpansion, got {type(expansion).__name__}")
+    if not isinstance(point, dict):
+        raise TypeError("point must be a dict with keys 'x_m', 'x_n', 'u_m', 'u_n'")
+    missing = {"x_m", "x_n", "u_m", "u_n"} - set(point)
+    if missing:
+        raise ValueError(f"point is missing the keys {sorted(missing)}")
+    dm, dn = len(expansion.x_m), len(expansion.x_n)
+    x = np.concatenate([_point(point["x_m"], "x_m", dm), _point(point["x_n"], "x_n", dn)])
+    u = np.concatenate([_point(point["u_m"], "u_m", dm), _point(point["u_n"], "u_n", dn)])
+    eps = _eps(eps)
+    dps = check_positive_int(dps, "dps", minimum=16)
+    extra = expansion.f.free_symbols - set(expansion.x_m + expansion.x_n)
+    if extra:
+        raise ValueError(
+            f"the model has free symbols besides x_m and x_n: {sorted(map(str, extra))}; "
+            "substitute numbers for them first"
+        )
+    return x, u, eps, dps
+
+
+def _evaluate(
+    expansion: SecondOrderExpansion, point: dict[str, Any], eps: Any, dps: int
+) -> dict[str, np.ndarray]:
+    r"""The six terms and :math:`\tilde f` at :math:`x = x_0`, :math:`p = \varepsilon u`.
+
+    The derivatives are evaluated once at the base point; along the ray each term is then
+    (its value at :math:`\varepsilon = 1`) times :math:`\varepsilon^k`, :math:`k` its order.
+    Only :math:`\tilde f` is evaluated at every :math:`\varepsilon`. All in mpmath with ``dps``
+    digits.
+    """
+    x, u, eps, dps = _ray(expansion, point, eps, dps)
+    args = expansion.x_m + expansion.x_n + expansion.p_m + expansion.p_n
+    f = sp.lambdify(expansion.x_m + expansion.x_n, expansion.f, modules="mpmath")
+    with mpmath.workdps(dps):
+        xs = [mpmath.mpf(float(v)) for v in x]
+        us = [mpmath.mpf(float(v)) for v in u]
+        units = {
+            name: sp.lambdify(args, expansion.terms[name], modules="mpmath", cse=True)(*xs, *us)
+            for name in TERM_NAMES
+        }
+        terms: dict[str, list] = {name: [] for name in TERM_NAMES}
+        exact, remainder = [], []
+        for e in eps:
+            e_mp = mpmath.mpf(float(e))
+            values = {n: units[n] * e_mp ** _ORDERS[n] for n in TERM_NAMES}
+            value = f(*[xi + e_mp * ui for xi, ui in zip(xs, us, strict=True)])
+            for n in TERM_NAMES:
+                terms[n].append(float(values[n]))
+            exact.append(float(value))
+            remainder.append(float(abs(value - mpmath.fsum(values.values()))))
+    out = {n: np.array(v) for n, v in terms.items()}
+    out["exact"] = np.array(exact)
+    out["remainder"] = np.array(remainder)
+    return out
+
+
+def expansion_error(
+    expansion: SecondOrderExpansion, point: dict[str, Any], eps: Any, dps: int = 40
+) -> np.ndarray:
+    r"""The remainder of the second-order expansion along a ray.
+
+    .. math:: r(\varepsilon) = \big|\tilde f(\varepsilon) - \textstyle\sum_{\text{six terms}}
+              (\varepsilon)\big|, \qquad \boldsymbol p_m = \varepsilon \boldsymbol u_m,\;
+              \boldsymbol p_n = \varepsilon \boldsymbol u_n,
+
+    evaluated with ``dps`` significant digits (mpmath), so that round-off never hides a
+    remainder as small as :math:`10^{-20}`. For a smooth ``f``, :math:`r = O(\varepsilon^3)`.
+
+    Parameters
+    ----------
+    expansion : SecondOrderExpansion
+        From :func:`second_order_expansion`; its ``f`` may contain no symbols besides
+        :math:`x` and :math:`p`.
+    point : dict
+        ``x_m``, ``x_n`` (base point) and ``u_m``, ``u_n`` (directions), as from
+        :func:`demo_point`.
+    eps : array_like
+        Positive perturbation sizes :math:`\varepsilon`.
+    dps : int
+        Decimal digits of the mpmath evaluation, >= 16.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of :math:`r(\varepsilon)`, one per ``eps``.
+    """
+    return _evaluate(expansion, point, eps, dps)["remainder"]
+
+
+def term_sizes(
+    expansion: SecondOrderExpansion, point: dict[str, Any], eps: Any, dps: int = 40
+) -> dict[str, np.ndarray]:
+    r"""Absolute value of each of the six terms, and of the remainder, along a ray.
+
+    Parameters and ray as in :func:`expansion_error`.
+
+    Returns
+    -------
+    dict
+        Keys :data:`TERM_NAMES` and ``"remainder"``; values float64 arrays. Along the ray a
+        linear term scales like :math:`\varepsilon`, a quadratic or cross term like
+        :math:`\varepsilon^2`, the remainder like :math:`\varepsilon^3`.
+    """
+    values = _evaluate(expansion, point, eps, dps)
+    out = {name: np.abs(values[name]) for name in TERM_NAMES}
+    out["remainder"] = values["remainder"]
+    return out
+
+
+def loglog_slope(eps: Any, err: Any) -> float:
+    r"""Least-squares slope of :math:`\log r` against :math:`\log \varepsilon`.
+
+    .. math:: \hat k = \frac{\sum_j (\ell_j - \bar\ell)(e_j - \bar e)}
+              {\sum_j (\ell_j - \bar\ell)^2}, \qquad \ell_j = \log\varepsilon_j,\;
+              e_j = \log r_j .
+
+    A remainder :math:`r \approx C\varepsilon^k` gives :math:`\hat k \approx k`.
+
+    Parameters
+    ----------
+    eps, err : array_like
+        Positive values of the same shape, at least two distinct ``eps``.
+
+    Returns
+    -------
+    float
+    """
+    e = check_real_array(eps, "eps")
+    r = check_real_array(err, "err")
+    if e.ndim != 1 or e.shape != r.shape or e.size < 2:
+        raise ValueError(
+            f"eps and err must be 1-D arrays of the same length >= 2, got {e.shape}, {r.shape}"
+        )
+    if np.any(e <= 0) or np.any(r <= 0):
+        raise ValueError("eps and err must be positive (their logarithms are fitted)")
+    if np.ptp(e) == 0:
+        raise ValueError("eps must hold at least two distinct values")
+    slope, _ = np.polyfit(np.log(e), np.log(r), 1)
+    return float(slope)
+
+
+def _default_expansion(expansion: SecondOrderExpansion | None) -> SecondOrderExpansion:
+    if expansion is None:
+        f, x_m, x_n = attention_output_model(2)
+        return second_order_expansion(f, x_m, x_n)
+    if not isinstance(expansion, SecondOrderExpansion):
+        raise TypeError(f"expansion must be a SecondOrderExpansion, got {type(expansion).__name__}")
+    return expansion
+
+
+def plot_error_order(
+    expansion: SecondOrderExpansion | None = None,
+    point: dict[str, Any] | None = None,
+    eps: Any = None,
+    fit_max: float = 0.1,
+) -> Figure:
+    r"""Figure: the remainder :math:`r(\varepsilon)` of the second-order expansion on log-log
+    axes, its fitted slope over :math:`\varepsilon \le` ``fit_max``, and a slope-3 guide line.
+
+    Parameters
+    ----------
+    expansion : SecondOrderExpansion, optional
+        Default: :func:`attention_output_model` with ``d = 2``.
+    point : dict, optional
+        Base point and directions; default :func:`demo_point` ``(d)``.
+    eps : array_like, optional
+        Perturbation sizes; default 25 values from :math:`10^{-3}` to 3.
+    fit_max : float
+        Largest :math:`\varepsilon` used in the fit (at least two ``eps`` must qualify).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One axes; its title states the fitted slope.
+    """
+    expansion = _default_expansion(expansion)
+    if point is None:
+        point = demo_point(len(expansion.x_m))
+    eps = _eps(np.geomspace(1e-3, 3.0, 25) if eps is None else eps)
+    fit_max = float(check_real_array(fit_max, "fit_max"))
+    fit = eps <= fit_max
+    if fit.sum() < 2:
+        raise ValueError(f"fit_max must leave at least two eps values to fit, got {fit_max}")
+    err = expansion_error(expansion, point, eps)
+    slope = loglog_slope(eps[fit], err[fit])
+    intercept = np.mean(np.log(err[fit]) - slope * np.log(eps[fit]))
+    fig, ax = plotting.new_figure(width=6.4, height=4.2)
+    ax.loglog(eps, err, "o", color=plotting.PALETTE[0], ms=5, label=r"remainder $r(\varepsilon)$")
+    ax.loglog(
+        eps[fit],
+        np.exp(intercept) * eps[fit] ** slope,
+        lw=2,
+        color=plotting.PALETTE[1],
+        label=f"least-squares fit, slope {slope:.3f}",
+    )
+    guide = err[0] * (eps / eps[0]) ** 3
+    ax.loglog(eps, guide, color="0.3", linestyle=":", lw=1.5, label=r"guide $\propto\varepsilon^3$")
+    ax.axvspan(eps[fit].min(), eps[fit].max(), color=plotting.PALETTE[5], alpha=0.12, lw=0)
+    ax.set_xlabel(r"perturbation size $\varepsilon = \|\boldsymbol{p}_m\| = \|\boldsymbol{p}_n\|$")
+    ax.set_ylabel(r"$|\tilde f - \mathrm{(second\ order)}|$")
+    ax.set_title(f"Remainder of the second-order expansion: fitted slope {slope:.3f}")
+    ax.legend(loc="upper left")
+    return fig
+
+
+def plot_term_sizes(
+    expansion: SecondOrderExpansion | None = None,
+    point: dict[str, Any] | None = None,
+    eps: Any = None,
+) -> Figure:
+    r"""Figure: the size of each of the six terms and of the remainder against
+    :math:`\varepsilon`, log-log.
+
+    Arguments as in :func:`plot_error_order` (default :math:`\varepsilon` from
+    :math:`10^{-2}` to 3). The constant is flat, the linear terms rise with slope 1, the
+    quadratic and cross terms with slope 2, the remainder with slope 3; where the remainder
+    catches up with the cross term the expansion has stopped being useful.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    expansion = _default_expansion(expansion)
+    if point is None:
+        point = demo_point(len(expansion.x_m))
+    eps = _eps(np.geomspace(1e-2, 3.0, 30) if eps is None else eps)
+    sizes = term_sizes(expansion, point, eps)
+    fig, ax = plotting.new_figure(width=7.0, height=4.4)
+    for k, name in enumerate((*TERM_NAMES, "remainder")):
+        label = _TERM_LABELS.get(name, r"remainder $r(\varepsilon)$")
+        y = np.where(sizes[name] > 0, sizes[name], np.nan)
+        ax.loglog(
+            eps,
+            y,
+            lw=2.2 if name in ("cross", "remainder") else 1.4,
+            label=label,
+            **plotting.line_style(k),
+        )
+    ax.set_xlabel(r"perturbation size $\varepsilon$")
+    ax.set_ylabel("absolute value of the term")
+    ax.set_title("Size of each term of the expansion along a ray")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return fig

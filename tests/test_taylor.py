@@ -1,0 +1,339 @@
+"""Tests of rope_lib.taylor: the six terms against independent routes (polynomial truncation,
+series along a ray, finite differences), the cubic order of the remainder, bad input, figures."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rope_lib import taylor as ty
+
+
+# ---------------------------------------------------------------------------------------------
+# independent implementations
+# ---------------------------------------------------------------------------------------------
+def naive_model(x_m, x_n):
+    """The two-token attention output c^T o_m, c = ones, written as a softmax with math.exp."""
+    d = len(x_m)
+    s_mm = sum(a * a for a in x_m) / math.sqrt(d)
+    s_mn = sum(a * b for a, b in zip(x_m, x_n, strict=True)) / math.sqrt(d)
+    top = max(s_mm, s_mn)
+    w_m, w_n = math.exp(s_mm - top), math.exp(s_mn - top)
+    return sum((w_m * a + w_n * b) / (w_m + w_n) for a, b in zip(x_m, x_n, strict=True))
+
+
+def ray_coefficients(f, x_m, x_n, point_m, point_n, u_m, u_n):
+    """Taylor coefficients c0, c1, c2 of g(e) = f(x + e u) from sympy's one-variable series."""
+    e = sp.Symbol("e")
+    subs = {
+        s: sp.nsimplify(v) + e * sp.nsimplify(w) for s, v, w in zip(x_m, point_m, u_m, strict=True)
+    }
+    subs |= {
+        s: sp.nsimplify(v) + e * sp.nsimplify(w) for s, v, w in zip(x_n, point_n, u_n, strict=True)
+    }
+    series = sp.series(f.subs(subs, simultaneous=True), e, 0, 3).removeO()
+    return [float(series.coeff(e, k)) for k in range(3)]
+
+
+RATIONAL_POINT = {
+    "x_m": np.array([0.5, -0.25]),
+    "x_n": np.array([-0.75, 1.0]),
+    "u_m": np.array([0.6, 0.8]),
+    "u_n": np.array([-0.8, 0.6]),
+}
+
+
+@pytest.fixture(scope="module")
+def output_expansion():
+    f, x_m, x_n = ty.attention_output_model(2)
+    return ty.second_order_expansion(f, x_m, x_n)
+
+
+@pytest.fixture(scope="module")
+def ray_coeffs():
+    """Series coefficients of the attention output model along the ray of RATIONAL_POINT,
+    from the model written independently of the library (quotient of exponentials)."""
+    x_m = sp.symbols("x0:2", real=True)
+    x_n = sp.symbols("y0:2", real=True)
+    s_mm = (x_m[0] ** 2 + x_m[1] ** 2) / sp.sqrt(2)
+    s_mn = (x_m[0] * x_n[0] + x_m[1] * x_n[1]) / sp.sqrt(2)
+    f = sum(
+        (sp.exp(s_mm) * a + sp.exp(s_mn) * b) / (sp.exp(s_mm) + sp.exp(s_mn))
+        for a, b in zip(x_m, x_n, strict=True)
+    )
+    p = RATIONAL_POINT
+    return ray_coefficients(f, x_m, x_n, p["x_m"], p["x_n"], p["u_m"], p["u_n"])
+
+
+def test_model_equals_softmax_form():
+    f, x_m, x_n = ty.attention_output_model(2)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        a, b = rng.standard_normal((2, 2))
+        value = float(f.subs(dict(zip(x_m + x_n, [*a, *b], strict=True))))
+        assert value == pytest.approx(naive_model(a, b), rel=1e-13)
+
+
+def test_terms_match_series_along_a_ray(output_expansion, ray_coeffs):
+    ex = output_expansion
+    p = RATIONAL_POINT
+    c0, c1, c2 = ray_coeffs
+    values = {
+        name: float(
+            term.subs(
+                dict(
+                    zip(
+                        ex.x_m + ex.x_n + ex.p_m + ex.p_n,
+                        [*p["x_m"], *p["x_n"], *p["u_m"], *p["u_n"]],
+                        strict=True,
+                    )
+                )
+            )
+        )
+        for name, term in ex.terms.items()
+    }
+    assert values["constant"] == pytest.approx(c0, rel=1e-12)
+    assert values["linear_m"] + values["linear_n"] == pytest.approx(c1, rel=1e-12)
+    second = values["quadratic_m"] + values["quadratic_n"] + values["cross"]
+    assert second == pytest.approx(c2, rel=1e-12)
+
+
+def test_cross_term_matches_finite_difference(output_expansion):
+    ex = output_expansion
+    p = RATIONAL_POINT
+    h = 1e-4
+
+    def g(a, b):
+        return naive_model(p["x_m"] + a * p["u_m"], p["x_n"] + b * p["u_n"])
+
+    mixed = (g(h, h) - g(h, -h) - g(-h, h) + g(-h, -h)) / (4 * h * h)
+    eps = np.array([0.3])
+    cross = ty.term_sizes(ex, p, eps)["cross"][0]
+    assert cross == pytest.approx(abs(mixed) * 0.09, rel=1e-6)
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 2))
+def test_expansion_of_cubic_is_its_truncation(seed, d):
+    """For a random cubic polynomial the six terms are exactly its part of degree <= 2 in p."""
+    rng = np.random.default_rng(seed)
+    x_m = tuple(sp.symbols(f"a0:{d}", real=True))
+    x_n = tuple(sp.symbols(f"b0:{d}", real=True))
+    variables = x_m + x_n
+    monomials = [
+        sp.Mul(*combo)
+        for k in range(4)
+        for combo in itertools.combinations_with_replacement(variables, k)
+    ]
+    coeffs = rng.integers(-3, 4, size=len(monomials))
+    f = sum(int(c) * mono for c, mono in zip(coeffs, monomials, strict=True))
+    ex = ty.second_order_expansion(f, x_m, x_n)
+    # independent route: expand f(x + p) and keep the monomials of degree <= 2 in p
+    poly = sp.Poly(sp.expand(ex.perturbed()), *(ex.p_m + ex.p_n))
+    truncated = sum(
+        coeff * sp.Mul(*(s**k for s, k in zip(ex.p_m + ex.p_n, powers, strict=True)))
+        for powers, coeff in poly.terms()
+        if sum(powers) <= 2
+    )
+    assert sp.expand(ex.total() - truncated) == 0
+
+
+def test_general_function_only_cross_term_couples_positions():
+    x_m = sp.symbols("x_m0 x_m1", real=True)
+    x_n = sp.symbols("x_n0 x_n1", real=True)
+    f = sp.Function("f")(*x_m, *x_n)
+    ex = ty.second_order_expansion(f, x_m, x_n)
+    mixed = ex.mixed_dependence()
+    for name in ty.TERM_NAMES[:-1]:
+        assert mixed[name].is_zero_matrix, name
+    expected = sp.Matrix(2, 2, lambda i, j: sp.Derivative(f, x_m[i], x_n[j]))
+    assert (mixed["cross"] - expected).applyfunc(sp.simplify).is_zero_matrix
+
+
+def test_score_model_expansion_is_exact():
+    f, x_m, x_n, a = ty.score_model(2)
+    ex = ty.second_order_expansion(f, x_m, x_n)
+    assert sp.expand(ex.perturbed() - ex.total()) == 0
+    assert (ex.hess_mn - a / sp.sqrt(2)).is_zero_matrix
+    assert ex.terms["quadratic_m"] == 0 and ex.terms["quadratic_n"] == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# the remainder is of third order
+# ---------------------------------------------------------------------------------------------
+def own_slope(x, y):
+    lx, ly = np.log(x), np.log(y)
+    lx0, ly0 = lx - lx.mean(), ly - ly.mean()
+    return float((lx0 * ly0).sum() / (lx0 * lx0).sum())
+
+
+def test_remainder_is_cubic_by_an_independent_route(output_expansion, ray_coeffs):
+    p = RATIONAL_POINT
+    ex = output_expansion
+    c0, c1, c2 = ray_coeffs
+    eps = np.geomspace(1e-2, 1e-1, 8)
+    err = np.array(
+        [
+            abs(
+                naive_model(p["x_m"] + e * p["u_m"], p["x_n"] + e * p["u_n"])
+                - (c0 + c1 * e + c2 * e * e)
+            )
+            for e in eps
+        ]
+    )
+    slope = own_slope(eps, err)
+    assert 2.9 < slope < 3.1
+    # the library's high-precision remainder agrees with this float64 route
+    np.testing.assert_allclose(ty.expansion_error(ex, p, eps), err, rtol=1e-6)
+    assert ty.loglog_slope(eps, err) == pytest.approx(slope, rel=1e-10)
+
+
+def test_remainder_of_score_model_vanishes():
+    f, x_m, x_n, a = ty.score_model(2)
+    f = f.subs({a[0, 0]: 1, a[0, 1]: 2, a[1, 0]: -1, a[1, 1]: sp.Rational(1, 2)})
+    ex = ty.second_order_expansion(f, x_m, x_n)
+    err = ty.expansion_error(ex, ty.demo_point(2, seed=4), [0.01, 0.1, 1.0, 10.0])
+    assert np.all(err < 1e-25)
+
+
+@given(st.floats(-3, 3), st.floats(0.1, 10), st.integers(1, 5))
+def test_loglog_slope_recovers_power(log_c, scale, k):
+    eps = np.geomspace(1e-3, 1, 7) * scale
+    assert ty.loglog_slope(eps, math.exp(log_c) * eps**k) == pytest.approx(k, abs=1e-9)
+
+
+def test_term_sizes_scale_with_their_order(output_expansion):
+    eps = np.array([0.01, 0.02])
+    sizes = ty.term_sizes(output_expansion, ty.demo_point(2), eps)
+    ratio = {name: sizes[name][1] / sizes[name][0] for name in ty.TERM_NAMES}
+    assert ratio["constant"] == pytest.approx(1.0)
+    assert ratio["linear_m"] == pytest.approx(2.0) and ratio["linear_n"] == pytest.approx(2.0)
+    for name in ("quadratic_m", "quadratic_n", "cross"):
+        assert ratio[name] == pytest.approx(4.0)
+    assert sizes["remainder"][1] / sizes["remainder"][0] == pytest.approx(8.0, rel=0.05)
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input
+# ---------------------------------------------------------------------------------------------
+def _sym_model():
+    f, x_m, x_n, _ = ty.score_model(1)
+    return f, x_m, x_n
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: ty.second_order_expansion(1.0, *_sym_model()[1:]), TypeError, "f must"),
+        (lambda: ty.second_order_expansion(_sym_model()[0], [], _sym_model()[2]), TypeError, "x_m"),
+        (lambda: ty.second_order_expansion(_sym_model()[0], _sym_model()[1], 3), TypeError, "x_n"),
+        (
+            lambda: ty.second_order_expansion(_sym_model()[0], _sym_model()[1], _sym_model()[1]),
+            ValueError,
+            "disjoint",
+        ),
+        (
+            lambda: ty.second_order_expansion(*_sym_model(), p_m=sp.symbols("u v")),
+            ValueError,
+            "p_m and p_n",
+        ),
+        (
+            lambda: ty.second_order_expansion(*_sym_model(), p_m=_sym_model()[1]),
+            ValueError,
+            "p_m and p_n must be new",
+        ),
+        (lambda: ty.score_model(5), ValueError, "d must"),
+        (lambda: ty.attention_output_model(0), ValueError, "d must"),
+        (lambda: ty.attention_output_model(2, readout=[1.0]), ValueError, "readout"),
+        (lambda: ty.demo_point(2, seed=-1), ValueError, "seed"),
+        (lambda: ty.loglog_slope([1, 2], [1, -1]), ValueError, "positive"),
+        (lambda: ty.loglog_slope([1], [1]), ValueError, "eps and err"),
+        (lambda: ty.loglog_slope([1, 1], [1, 2]), ValueError, "distinct"),
+        (lambda: ty.expansion_error("x", ty.demo_point(), [0.1]), TypeError, "expansion"),
+        (lambda: ty.expansion_error(_expansion(), ty.demo_point(), [0.0]), ValueError, "eps"),
+        (lambda: ty.expansion_error(_expansion(), {"x_m": [0, 0]}, [0.1]), ValueError, "point"),
+        (lambda: ty.expansion_error(_expansion(), ty.demo_point(3), [0.1]), ValueError, "x_m"),
+        (
+            lambda: ty.expansion_error(_expansion(), ty.demo_point(), [0.1], dps=5),
+            ValueError,
+            "dps",
+        ),
+        (
+            lambda: ty.expansion_error(
+                ty.second_order_expansion(*_score2()), ty.demo_point(), [0.1]
+            ),
+            ValueError,
+            "free symbols",
+        ),
+        (lambda: ty.plot_error_order(fit_max=1e-9), ValueError, "fit_max"),
+        (lambda: ty.plot_term_sizes(expansion=3), TypeError, "expansion"),
+    ],
+)
+def test_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def _expansion():
+    f, x_m, x_n = ty.attention_output_model(2)
+    return ty.second_order_expansion(f, x_m, x_n)
+
+
+def _score2():
+    f, x_m, x_n, _ = ty.score_model(2)
+    return f, x_m, x_n
+
+
+# ---------------------------------------------------------------------------------------------
+# figures
+# ---------------------------------------------------------------------------------------------
+def test_plot_error_order(output_expansion, ray_coeffs):
+    p = RATIONAL_POINT
+    eps = np.geomspace(1e-2, 2.0, 12)
+    fig = ty.plot_error_order(output_expansion, p, eps, fit_max=0.1)
+    ax = fig.axes[0]
+    points, fit_line, guide = ax.get_lines()[:3]
+    c0, c1, c2 = ray_coeffs
+    expected = [
+        abs(
+            naive_model(p["x_m"] + e * p["u_m"], p["x_n"] + e * p["u_n"])
+            - (c0 + c1 * e + c2 * e * e)
+        )
+        for e in eps
+    ]
+    np.testing.assert_allclose(points.get_ydata(), expected, rtol=1e-6)
+    fit_x, fit_y = np.asarray(fit_line.get_xdata()), np.asarray(fit_line.get_ydata())
+    assert fit_x.max() <= 0.1
+    assert own_slope(fit_x, fit_y) == pytest.approx(
+        own_slope(eps[eps <= 0.1], np.array(expected)[eps <= 0.1])
+    )
+    assert 2.9 < own_slope(fit_x, fit_y) < 3.1
+    assert own_slope(guide.get_xdata(), guide.get_ydata()) == pytest.approx(3.0)
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert ax.get_xlabel() and ax.get_ylabel() and "slope" in ax.get_title()
+    assert ax.get_legend() is not None
+
+
+def test_plot_term_sizes(output_expansion):
+    p = RATIONAL_POINT
+    eps = np.geomspace(1e-2, 1.0, 6)
+    fig = ty.plot_term_sizes(output_expansion, p, eps)
+    ax = fig.axes[0]
+    lines = ax.get_lines()
+    assert len(lines) == 7
+    constant = naive_model(p["x_m"], p["x_n"])
+    np.testing.assert_allclose(lines[0].get_ydata(), abs(constant), rtol=1e-12)
+    h = 1e-4
+
+    def g(a, b):
+        return naive_model(p["x_m"] + a * p["u_m"], p["x_n"] + b * p["u_n"])
+
+    mixed = (g(h, h) - g(h, -h) - g(-h, h) + g(-h, -h)) / (4 * h * h)
+    np.testing.assert_allclose(lines[5].get_ydata(), abs(mixed) * eps**2, rtol=1e-6)
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_legend() is not None
