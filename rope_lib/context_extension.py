@@ -122,8 +122,9 @@ def yarn_attention_factor(factor: float) -> float:
     return 0.1 * math.log(s) + 1.0
 
 
-def _yarn_ramp(d: int, base: float, context: int, beta_fast: float, beta_slow: float,
-               truncate: bool) -> np.ndarray:
+def _yarn_ramp(
+    d: int, base: float, context: int, beta_fast: float, beta_slow: float, truncate: bool
+) -> np.ndarray:
     """The weight gamma_i of the original frequency (1: keep theta_i, 0: theta_i / s)."""
 
     def index_of(rotations: float) -> float:
@@ -418,8 +419,14 @@ def plot_wavelengths(
         ax.plot(i, 2.0 * np.pi / th, label=_LABELS[method], lw=1.8, **plotting.line_style(k))
     for value, text in ((original_context, "$L$"), (factor * original_context, "$sL$")):
         ax.axhline(value, color="0.4", lw=0.8, linestyle=":")
-        ax.annotate(text, (0.01, value), xycoords=("axes fraction", "data"), va="bottom",
-                    fontsize=10, color="0.3")
+        ax.annotate(
+            text,
+            (0.01, value),
+            xycoords=("axes fraction", "data"),
+            va="bottom",
+            fontsize=10,
+            color="0.3",
+        )
     ax.set_yscale("log")
     ax.set_xlabel("pair index $i$")
     ax.set_ylabel(r"wavelength $2\pi/\theta_i'$ (positions)")
@@ -466,8 +473,15 @@ def plot_margins(
             ax.plot([negative[0]], [0.0], "o", color=style["color"], ms=6, zorder=3)
     ax.axhline(0.0, color="0.2", lw=0.8)
     ax.axvline(factor * original_context, color="0.4", lw=0.8, linestyle=":")
-    ax.annotate("$sL$", (factor * original_context, 0.97), xycoords=("data", "axes fraction"),
-                ha="right", va="top", fontsize=10, color="0.3")
+    ax.annotate(
+        "$sL$",
+        (factor * original_context, 0.97),
+        xycoords=("data", "axes fraction"),
+        ha="right",
+        va="top",
+        fontsize=10,
+        color="0.3",
+    )
     ax.set_xscale("log")
     ax.set_xlabel("distance $m$")
     ax.set_ylabel(r"running minimum of $B_m'$")

@@ -539,4 +539,3 @@ def plot_encoding(length: int = 128, d: int = 64, base: float = 10000.0) -> Figu
     ax.set_title(f"Sinusoidal encoding $p_m$, $d = {d}$, base $b = {base:g}$")
     fig.colorbar(image, ax=ax, label="value")
     return fig
-

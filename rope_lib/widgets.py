@@ -391,7 +391,6 @@ def thin_curve(x: np.ndarray, y: np.ndarray, columns: int = 1500) -> tuple[np.nd
     return x[idx], y[idx]
 
 
-
 def render_matplotlib(data: dict, title: str | None = None):
     """Draw the output of :func:`compute` with matplotlib (the live-kernel view).
 
@@ -411,7 +410,9 @@ def render_matplotlib(data: dict, title: str | None = None):
         ax.set_ylabel(panel["ylabel"])
         if panel["kind"] == "lines":
             for k, s in enumerate(panel["series"]):
-                ax.plot(*thin_curve(s["x"], s["y"]), label=s["label"], linewidth=1.4, **line_style(k))
+                ax.plot(
+                    *thin_curve(s["x"], s["y"]), label=s["label"], linewidth=1.4, **line_style(k)
+                )
             for vl in panel["vlines"]:
                 ax.axvline(vl["x"], color="#D55E00", linestyle="--", label=vl["label"])
             if len(panel["series"]) > 1 or panel["vlines"]:

@@ -41,6 +41,7 @@ def hf_rtol(base):
     """Float32 round-off budget of the peer's tables (module docstring)."""
     return (3 * math.log(base) + 8) * 2.0**-24
 
+
 dims = st.integers(2, 128).map(lambda k: 2 * k)
 bases = st.floats(1.0, 7.0).map(lambda e: 10.0**e)
 factors = st.floats(1.0, 64.0)
@@ -126,14 +127,30 @@ def test_dynamic_matches_hf(hf, d, base, s, L, ratio):
     assert a == factor == 1.0
 
 
-@given(d=dims, base=bases, s=factors, L=contexts, fast=st.sampled_from([32.0, 16.0, 64.0]),
-       slow=st.sampled_from([1.0, 2.0]), truncate=st.booleans())
+@given(
+    d=dims,
+    base=bases,
+    s=factors,
+    L=contexts,
+    fast=st.sampled_from([32.0, 16.0, 64.0]),
+    slow=st.sampled_from([1.0, 2.0]),
+    truncate=st.booleans(),
+)
 def test_yarn_matches_hf(hf, d, base, s, L, fast, slow, truncate):
     # Outside the degenerate corner where the reference ramp runs backwards (next test).
     lo = d * math.log(L / (2 * math.pi * fast)) / (2 * math.log(base))
     assume((math.floor(lo) if truncate else lo) <= d - 1)
-    inv, factor = hf(d, base, "yarn", int(s * L), factor=s, original_max_position_embeddings=L,
-                     beta_fast=fast, beta_slow=slow, truncate=truncate)
+    inv, factor = hf(
+        d,
+        base,
+        "yarn",
+        int(s * L),
+        factor=s,
+        original_max_position_embeddings=L,
+        beta_fast=fast,
+        beta_slow=slow,
+        truncate=truncate,
+    )
     th, a = scaled_theta(d, base, "yarn", s, L, beta_fast=fast, beta_slow=slow, truncate=truncate)
     budget = hf_rtol(base) * th + 4 * 2.0**-24 * theta(d, base)  # module docstring
     assert np.all(np.abs(th - inv) <= budget)
@@ -152,11 +169,25 @@ def test_yarn_degenerate_corner_differs_from_hf_on_purpose(hf):
     np.testing.assert_allclose(inv, theta(4, 10.0) / 2, rtol=1e-6)
 
 
-@given(d=dims, base=bases, s=factors, L=contexts, low=st.sampled_from([1.0, 0.5, 2.0]),
-       high=st.sampled_from([4.0, 8.0]))
+@given(
+    d=dims,
+    base=bases,
+    s=factors,
+    L=contexts,
+    low=st.sampled_from([1.0, 0.5, 2.0]),
+    high=st.sampled_from([4.0, 8.0]),
+)
 def test_llama3_matches_hf(hf, d, base, s, L, low, high):
-    inv, factor = hf(d, base, "llama3", int(s * L), factor=s, original_max_position_embeddings=L,
-                     low_freq_factor=low, high_freq_factor=high)
+    inv, factor = hf(
+        d,
+        base,
+        "llama3",
+        int(s * L),
+        factor=s,
+        original_max_position_embeddings=L,
+        low_freq_factor=low,
+        high_freq_factor=high,
+    )
     th, a = scaled_theta(d, base, "llama3", s, L, low_freq_factor=low, high_freq_factor=high)
     # The piecewise rule is continuous, so a float32 wavelength that lands on the other side
     # of a boundary changes the value by round-off only. Absolute budget: module docstring.
@@ -167,8 +198,16 @@ def test_llama3_matches_hf(hf, d, base, s, L, low, high):
 
 def test_llama31_defaults_match_hf(hf):
     # Llama 3.1 8B: d = 128, b = 500000, s = 8, L = 8192, low/high = 1/4.
-    inv, _ = hf(128, 500000.0, "llama3", 131072, factor=8.0, original_max_position_embeddings=8192,
-                low_freq_factor=1.0, high_freq_factor=4.0)
+    inv, _ = hf(
+        128,
+        500000.0,
+        "llama3",
+        131072,
+        factor=8.0,
+        original_max_position_embeddings=8192,
+        low_freq_factor=1.0,
+        high_freq_factor=4.0,
+    )
     th, _ = scaled_theta(128, 500000.0, "llama3", 8.0)
     assert np.all(np.abs(th - inv) <= (1 + 4 / 3) * hf_rtol(500000.0) * theta(128, 500000.0))
 
@@ -287,8 +326,13 @@ def test_scaled_margin_equals_direct_cosine_sum(method):
 
 
 @pytest.mark.parametrize(
-    "d, base, method, s", [(32, 100.0, "none", 1.0), (32, 100.0, "linear", 3.0),
-                           (32, 100.0, "ntk", 3.0), (16, 1000.0, "yarn", 2.0)]
+    "d, base, method, s",
+    [
+        (32, 100.0, "none", 1.0),
+        (32, 100.0, "linear", 3.0),
+        (32, 100.0, "ntk", 3.0),
+        (16, 1000.0, "yarn", 2.0),
+    ],
 )
 def test_scaled_horizon_equals_brute_force(d, base, method, s):
     th, _ = scaled_theta(d, base, method, s, 256)
@@ -308,7 +352,8 @@ def test_horizons_agree_with_the_base_bound_module(d, base, s):
     )
     m = np.arange(0, 20_000, 13)
     np.testing.assert_allclose(
-        ce.scaled_margin(m, d, base, "none", 3.0), rope_lib.similarity_margin(m, d, base),
+        ce.scaled_margin(m, d, base, "none", 3.0),
+        rope_lib.similarity_margin(m, d, base),
         atol=1e-9,
     )
 
@@ -328,18 +373,22 @@ def test_plot_wavelengths_draws_the_wavelengths():
     lines = [ln for ln in ax.get_lines() if len(ln.get_xdata()) == d // 2]
     assert len(lines) == 4
     np.testing.assert_allclose(lines[0].get_ydata(), 2 * np.pi * base ** (2 * i / d), rtol=1e-12)
-    np.testing.assert_allclose(lines[1].get_ydata(), 2 * np.pi * s * base ** (2 * i / d),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        lines[1].get_ydata(), 2 * np.pi * s * base ** (2 * i / d), rtol=1e-12
+    )
     np.testing.assert_allclose(lines[2].get_ydata(), 2 * np.pi / mp_ntk(d, base, s), rtol=1e-12)
     # dynamic at seq_len = s L: NTK with s_eff = s * s - (s - 1)
-    np.testing.assert_allclose(lines[3].get_ydata(), 2 * np.pi / mp_ntk(d, base, s * s - s + 1),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        lines[3].get_ydata(), 2 * np.pi / mp_ntk(d, base, s * s - s + 1), rtol=1e-12
+    )
     flat = sorted(ln.get_ydata()[0] for ln in ax.get_lines() if len(ln.get_xdata()) == 2)
     assert flat == [L, s * L]
     assert ax.get_yscale() == "log"
     assert "wavelength" in ax.get_ylabel() and "$i$" in ax.get_xlabel()
-    assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == ["none (original)",
-                                                                         "linear (PI)"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == [
+        "none (original)",
+        "linear (PI)",
+    ]
     plt.close(fig)
 
 
@@ -352,7 +401,8 @@ def test_plot_margins_draws_running_minima_and_horizons():
     assert len(curves) == 3
     m = np.arange(top + 1)
     for line, frequencies in zip(
-        curves, [theta(d, base), theta(d, base) / s, scaled_theta(d, base, "yarn", s, L)[0]],
+        curves,
+        [theta(d, base), theta(d, base) / s, scaled_theta(d, base, "yarn", s, L)[0]],
         strict=True,
     ):
         x = np.asarray(line.get_xdata())
@@ -389,21 +439,33 @@ def test_plot_margins_draws_running_minima_and_horizons():
         ({"original_context": 0}, ValueError, "original_context"),
         ({"original_context": 10.5}, TypeError, "original_context"),
         ({"method": "yarn", "original_context": None}, ValueError, "original_context .* required"),
-        ({"method": "dynamic", "original_context": None, "seq_len": 10}, ValueError,
-         "original_context .* required"),
+        (
+            {"method": "dynamic", "original_context": None, "seq_len": 10},
+            ValueError,
+            "original_context .* required",
+        ),
         ({"method": "dynamic"}, ValueError, "seq_len .* required"),
         ({"method": "dynamic", "seq_len": 0}, ValueError, "seq_len"),
         ({"method": "dynamic", "seq_len": 2.5}, TypeError, "seq_len"),
         ({"method": "ntk", "d": 2}, ValueError, "d must be an even integer >= 4"),
-        ({"method": "linear", "beta_fast": 3}, TypeError,
-         r"unexpected parameter\(s\) \['beta_fast'\]"),
+        (
+            {"method": "linear", "beta_fast": 3},
+            TypeError,
+            r"unexpected parameter\(s\) \['beta_fast'\]",
+        ),
         ({"method": "yarn", "seq_len": 3}, TypeError, "accepts: beta_fast, beta_slow, truncate"),
-        ({"method": "yarn", "beta_fast": 1.0, "beta_slow": 2.0}, ValueError,
-         "beta_fast must be larger"),
+        (
+            {"method": "yarn", "beta_fast": 1.0, "beta_slow": 2.0},
+            ValueError,
+            "beta_fast must be larger",
+        ),
         ({"method": "yarn", "beta_slow": 0.0}, ValueError, "beta_slow"),
         ({"method": "yarn", "truncate": 1}, TypeError, "truncate"),
-        ({"method": "llama3", "low_freq_factor": 4.0, "high_freq_factor": 4.0}, ValueError,
-         "high_freq_factor must be larger"),
+        (
+            {"method": "llama3", "low_freq_factor": 4.0, "high_freq_factor": 4.0},
+            ValueError,
+            "high_freq_factor must be larger",
+        ),
         ({"method": "llama3", "low_freq_factor": -1.0}, ValueError, "low_freq_factor"),
         ({"method": "llama3", "high_freq_factor": None}, TypeError, "high_freq_factor"),
     ],

@@ -177,11 +177,13 @@ def test_inner_product_identity_for_real_positions(m, n, d):
 def test_shift_matrix_moves_the_encoding(m, k, d, base):
     tol = 1e-15 * (10 + 2 * abs(m) + 2 * abs(k))
     m_k = shift_matrix(k, d, base)
-    np.testing.assert_allclose(m_k @ sinusoidal([m], d, base)[0], sinusoidal([m + k], d, base)[0],
-                               atol=tol)
+    np.testing.assert_allclose(
+        m_k @ sinusoidal([m], d, base)[0], sinusoidal([m + k], d, base)[0], atol=tol
+    )
     m_k_cs = shift_matrix(k, d, base, layout="cos_sin")
-    np.testing.assert_allclose(m_k_cs @ cos_sin_encoding([m], d, base)[0],
-                               cos_sin_encoding([m + k], d, base)[0], atol=tol)
+    np.testing.assert_allclose(
+        m_k_cs @ cos_sin_encoding([m], d, base)[0], cos_sin_encoding([m + k], d, base)[0], atol=tol
+    )
 
 
 def test_shift_matrix_blocks_and_group_law():
@@ -198,8 +200,9 @@ def test_shift_matrix_blocks_and_group_law():
         off[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = 0
     assert not off.any()
     np.testing.assert_allclose(m_k @ m_k.T, np.eye(d), atol=1e-15)
-    np.testing.assert_allclose(shift_matrix(2, d, base) @ shift_matrix(5, d, base),
-                               shift_matrix(7, d, base), atol=1e-14)
+    np.testing.assert_allclose(
+        shift_matrix(2, d, base) @ shift_matrix(5, d, base), shift_matrix(7, d, base), atol=1e-14
+    )
     perm = vaswani_permutation(d)
     np.testing.assert_allclose(m_k, m_cs[np.ix_(perm, perm)], atol=1e-15)
 
@@ -224,10 +227,12 @@ def test_diagonal_h_split(m, n, h, base):
     assert abs(score - direct) <= tol
     assert abs(rel + absolute - direct) <= tol
     thetas = ref_theta(d, base)
-    rel_ref = math.fsum(0.5 * (h[2 * i] + h[2 * i + 1]) * math.cos((m - n) * t)
-                        for i, t in enumerate(thetas))
-    abs_ref = math.fsum(0.5 * (h[2 * i] - h[2 * i + 1]) * math.cos((m + n) * t)
-                        for i, t in enumerate(thetas))
+    rel_ref = math.fsum(
+        0.5 * (h[2 * i] + h[2 * i + 1]) * math.cos((m - n) * t) for i, t in enumerate(thetas)
+    )
+    abs_ref = math.fsum(
+        0.5 * (h[2 * i] - h[2 * i + 1]) * math.cos((m + n) * t) for i, t in enumerate(thetas)
+    )
     assert abs(rel - rel_ref) <= tol
     assert abs(absolute - abs_ref) <= tol
 
@@ -276,8 +281,9 @@ def test_symbolic_gram_identity():
         thetas = sp.symbols(f"theta_0:{d // 2}", real=True)
         target = sum(sp.cos((m - n) * t) for t in thetas)
         assert sp.expand(sp.expand_trig(sp.expand((p_m.T * p_n)[0] - target))) == 0
-    assert symbolic_encoding("k", 2)[0] == sp.sin(sp.Symbol("k", real=True) * sp.Symbol(
-        "theta_0", real=True))
+    assert symbolic_encoding("k", 2)[0] == sp.sin(
+        sp.Symbol("k", real=True) * sp.Symbol("theta_0", real=True)
+    )
 
 
 # --------------------------------------------------------------------------- bad input
@@ -376,14 +382,14 @@ def test_plot_inner_products_data():
         images = [a for a in ax_map.get_children() if isinstance(a, AxesImage)]
         assert len(images) == 1
         data = np.asarray(images[0].get_array())
-        expected = np.array([[ref_g(m - n, d, base) for n in range(length)]
-                             for m in range(length)])
+        expected = np.array([[ref_g(m - n, d, base) for n in range(length)] for m in range(length)])
         np.testing.assert_allclose(data, expected, atol=1e-12)
         assert images[0].get_clim() == pytest.approx((expected.min(), d / 2), abs=1e-12)
         line = ax_curve.get_lines()[0]
         np.testing.assert_array_equal(line.get_xdata(), np.arange(61))
-        np.testing.assert_allclose(line.get_ydata(), [ref_g(x, d, base) for x in range(61)],
-                                   atol=1e-12)
+        np.testing.assert_allclose(
+            line.get_ydata(), [ref_g(x, d, base) for x in range(61)], atol=1e-12
+        )
         assert ax_map.get_xlabel() and ax_map.get_ylabel()
         assert "x" in ax_curve.get_xlabel() and ax_curve.get_ylabel()
         assert ax_curve.get_legend() is not None
