@@ -35,7 +35,9 @@ def _make_book(folder: Path, cell: str) -> None:
     folder.mkdir()
     shutil.copy(ROOT / "_config.yml", folder / "_config.yml")
     shutil.copy(ROOT / "references.bib", folder / "references.bib")
+    shutil.copytree(ROOT / "_ext", folder / "_ext")
     (folder / "_assets").mkdir()
+    shutil.copy(ROOT / "_assets" / "favicon.png", folder / "_assets" / "favicon.png")
     (folder / "_toc.yml").write_text("format: jb-book\nroot: index\n")
     (folder / "index.md").write_text(
         HEADER + "# A throwaway book\n\nCites {cite}`vaswani2017attention`.\n\n"
