@@ -25,6 +25,7 @@ def main(argv: list[str]) -> None:
     unknown = sorted(set(chosen) - set(topics))
     if unknown:
         raise SystemExit(f"unknown benchmark(s) {unknown}; available: {topics}")
+    sys.argv = sys.argv[:1]  # each benchmark's main() sees no arguments of ours
     for topic in chosen:
         print(f"\n=== bench_{topic} " + "=" * (60 - len(topic)), flush=True)
         start = time.perf_counter()

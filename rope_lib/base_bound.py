@@ -1,0 +1,1009 @@
+r"""The lower bound on the RoPE base implied by a context length (chapter ``base-bound``).
+
+What this module computes
+-------------------------
+* :func:`similarity_margin`: :math:`B_m = \sum_{i=0}^{d/2-1}\cos(m\theta_i)`, the expected
+  advantage of a key similar to the query over a random key at distance :math:`m`, divided by
+  :math:`2\sigma^2` (Men et al. 2024).
+* :func:`max_context`: the horizon of a base, the first :math:`m \ge 0` with :math:`B_m < 0`.
+* :func:`min_base`: the smallest base with :math:`B_m \ge 0` for every integer
+  :math:`0 \le m < L`, found by a *certified* sweep (below); :func:`min_base_search` returns the
+  same base with the evidence (steps, scans, uncertified gaps), and :func:`min_base_table`
+  the table of the chapter, read from a JSON cache keyed on this module's source.
+* :func:`similarity_gap_monte_carlo`: a Monte Carlo estimate of
+  :math:`\delta_m/(2\sigma^2)` with confidence intervals, for equal or unequal means.
+* :func:`float32_margin`: :math:`B_m` with angles rounded as a float32 implementation would.
+* One plotting function per figure of the chapter.
+
+Why a certified sweep
+---------------------
+The set of feasible bases :math:`\{b : B_m(b) \ge 0\ \forall m < L\}` is *not* an interval:
+it has narrow windows. Bisection assumes monotonicity and can return a wrong base; a grid
+can step over a window. Work in :math:`u = \ln b`, so :math:`\theta_i = e^{-t_i u}` with
+:math:`t_i = 2i/d`. With :math:`x_i = m\theta_i` and :math:`g_i = t_i x_i`,
+
+.. math:: \frac{dB_m}{du} = \sum_i g_i \sin x_i, \qquad
+          \Bigl|\frac{d^2B_m}{du^2}\Bigr| = \Bigl|\sum_i g_i^2\cos x_i + t_i g_i\sin x_i\Bigr|
+          \le \sum_i g_i^2 + t_i g_i =: M_m(u),
+
+and :math:`M_m` decreases in :math:`u` (every :math:`g_i` does). Hence for :math:`h \ge 0`
+
+.. math:: B_m(u + h) \le B_m(u) + B_m'(u)\,h + \tfrac12 M_m(u)\,h^2 .
+
+If :math:`B_m(u) < 0`, the right side stays negative on :math:`[u, u + h^*)` with :math:`h^*`
+its positive root: every base in :math:`[e^u, e^{u+h^*})` is *proven* infeasible (distance
+:math:`m` fails). The sweep starts at a proven lower bound (:math:`u = 0`, or the answer for a
+shorter context, since feasibility for :math:`L` implies feasibility for every shorter
+length), and repeatedly steps by the longest certified :math:`h^*` over the failing distances.
+Failing distances are found by a full scan of all :math:`m < L` (one complex matrix product,
+below) and then *tracked*: a negative region of :math:`B` in the :math:`(m, u)` plane drifts
+slowly in :math:`m`, so the failing distances at the next point are looked for in small windows
+around the current ones, and a full scan is made only when tracking stops paying.
+Where every failing distance is about to turn positive (the certified step shrinks below
+``1e-9``), the sweep leaps ``1e-9`` in :math:`u` without a certificate and records the gap.
+It stops at the first point where a full scan finds :math:`B_m \ge 0` for every
+:math:`m < L`.
+
+What is guaranteed (see :func:`min_base_search`): the returned base :math:`b` satisfies
+:math:`B_m(b) \ge 0` for every integer :math:`0 \le m < L` (float64 evaluation with a rounding
+margin, borderline values re-checked with 50-digit mpmath); every base below :math:`b`, down to
+the starting bound, is proven infeasible, except inside the recorded gaps, each of relative
+width at most :math:`10^{-9}`. So no feasible window wider than :math:`10^{-9}` (relative) is
+skipped, and if the smallest feasible base lies at the start of the window the sweep ends in,
+the returned base exceeds it by a relative :math:`10^{-9}` at most: far inside the promised
+:math:`10^{-4}`.
+
+Fast exact evaluation at one base
+---------------------------------
+For :math:`m = aK + c` with :math:`0 \le c < K`:
+:math:`\sum_i e^{\mathrm i m\theta_i} = \sum_i e^{\mathrm i aK\theta_i} e^{\mathrm i c\theta_i}`,
+the :math:`(a, c)` entry of a complex matrix product :math:`(A \times d/2)(d/2 \times K)`.
+Only the rounding of each phase differs from the direct sum (error :math:`\approx 10^{-10}` at
+:math:`m = 10^6`), and the weighted product with :math:`t_i\theta_i` gives :math:`B_m'` at the
+same cost. The public :func:`similarity_margin` uses :func:`rope_lib.decay.ones_score`, which
+implements the same trick.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import plotting
+from ._validate import check_base, check_dim, check_integer_array, check_positive_int
+from .decay import ones_score
+from .frequencies import theta
+
+__all__ = [
+    "similarity_margin",
+    "max_context",
+    "min_base",
+    "min_base_search",
+    "BaseSearch",
+    "min_base_table",
+    "PUBLISHED_MIN_BASE",
+    "REAL_MODELS",
+    "float32_margin",
+    "grid_min_base",
+    "brute_force_feasible",
+    "similarity_gap_monte_carlo",
+    "similarity_gap_expected",
+    "plot_similarity_margin",
+    "plot_monte_carlo_gap",
+    "plot_horizon_vs_base",
+    "plot_min_base_table",
+]
+
+#: Published minimum bases for d = 128, keyed by log2(L): (Men et al. 2024, Table 2;
+#: Su 2024, archive 10122), as printed.
+PUBLISHED_MIN_BASE: dict[int, tuple[float, float]] = {
+    10: (4.3e3, 4.3e3),
+    11: (1.6e4, 1.2e4),
+    12: (2.7e4, 2.7e4),
+    13: (8.4e4, 8.4e4),
+    14: (3.1e5, 2.3e5),
+    15: (6.4e5, 6.3e5),
+    16: (2.1e6, 2.1e6),
+    17: (7.8e6, 4.9e6),
+    18: (3.6e7, 2.4e7),
+    19: (6.4e7, 5.8e7),
+    20: (5.1e8, 6.5e7),
+}
+
+#: The settings of Men et al. 2024, Table 1: (model, base, training context length), d = 128.
+REAL_MODELS: tuple[tuple[str, float, int], ...] = (
+    ("Llama-7B", 1e4, 2048),
+    ("Llama2-7B", 1e4, 4096),
+    ("Llama3-8B", 5e5, 8192),
+    ("Mistral-7B-v0.2", 1e6, 32768),
+    ("Baichuan2-7B", 1e4, 4096),
+)
+
+#: Width (in u = ln b) of an uncertified leap; also the relative precision actually achieved.
+_LEAP = 1e-9
+#: Half-width of the windows searched around tracked failing distances.
+_WINDOW = 12
+#: Number of failing distances tracked between full scans.
+_TRACKED = 24
+_U_MAX = math.log(1e300)
+_CACHE = Path(__file__).with_name("data") / "min_base_table.json"
+
+
+# --------------------------------------------------------------------------------------------
+# argument checks
+# --------------------------------------------------------------------------------------------
+def _check_length(context_length: Any) -> int:
+    if isinstance(context_length, float | np.floating) and not float(context_length).is_integer():
+        raise ValueError(f"context_length must be a positive integer, got {context_length!r}")
+    return check_positive_int(context_length, "context_length", minimum=1)
+
+
+# --------------------------------------------------------------------------------------------
+# B_m, exactly
+# --------------------------------------------------------------------------------------------
+def similarity_margin(m: Any, d: int, base: float = 10000.0) -> np.ndarray | np.float64:
+    r"""The similarity margin :math:`B_m` of Men et al. (2024).
+
+    .. math:: B_m = \sum_{i=0}^{d/2-1} \cos(m\theta_i), \qquad \theta_i = b^{-2i/d},
+
+    which equals :math:`\delta_m / (2\sigma^2)`, the expected advantage of a key similar to the
+    query over a random key at relative distance :math:`m` (chapter ``base-bound``).
+
+    Parameters
+    ----------
+    m : int or array_like of int
+        Relative distance(s); whole numbers (integer or float dtype), finite.
+    d : int
+        Head dimension, even, >= 2.
+    base : float
+        RoPE base :math:`b > 1`.
+
+    Returns
+    -------
+    numpy.float64 or numpy.ndarray
+        Same shape as ``m``; :math:`B_0 = d/2`, :math:`B_{-m} = B_m`.
+    """
+    d = check_dim(d)
+    base = check_base(base)
+    ms = check_integer_array(m, "m")
+    return 0.5 * ones_score(ms, d, base)
+
+
+def _mp_margin(m: int, d: int, base: float, dps: int = 50) -> float:
+    """B_m for the exact binary value of ``base``, in mpmath with ``dps`` digits."""
+    import mpmath
+
+    with mpmath.workdps(dps):
+        b = mpmath.mpf(base)
+        total = mpmath.mpf(0)
+        for i in range(d // 2):
+            total += mpmath.cos(m * b ** (mpmath.mpf(-2 * i) / d))
+        return float(total)
+
+
+def _eps(m_max: float, n: int) -> float:
+    """Rounding margin of a float64 B_m (phases m*theta_i carry ~m*2^-52 absolute error)."""
+    return n * (m_max + 2.0) * 2.0**-46
+
+
+class _Terms:
+    """Frequencies and the constants of the Taylor bound at one point u = ln b."""
+
+    def __init__(self, d: int, u: float):
+        self.n = d // 2
+        self.t = 2.0 * np.arange(self.n) / d
+        self.th = np.exp(-self.t * u)
+        self.w = self.t * self.th  # weights of the derivative
+        # M_m = m^2 S2 + m S1 bounds |B''| from u on.
+        self.s2 = float(np.sum((self.t * self.th) ** 2)) * (1 + 1e-12)
+        self.s1 = float(np.sum(self.t**2 * self.th)) * (1 + 1e-12)
+        self.sd = float(np.sum(self.w)) + float(np.sum(self.t * self.th**2))
+
+    def curvature(self, m: np.ndarray) -> np.ndarray:
+        return m * m * self.s2 + m * self.s1
+
+    def deriv_error(self, m: np.ndarray) -> np.ndarray:
+        return (m * m + m + self.n) * self.sd * 2.0**-46
+
+
+def _table(terms: _Terms, rows: np.ndarray, cols: np.ndarray, deriv: bool):
+    r"""B (and B') at m = rows[:, None] + cols[None, :] via one real matrix product.
+
+    With :math:`\alpha = r\theta_i`, :math:`\gamma = c\theta_i`:
+    :math:`\cos(\alpha+\gamma) = \cos\alpha\cos\gamma - \sin\alpha\sin\gamma` and
+    :math:`\sin(\alpha+\gamma) = \sin\alpha\cos\gamma + \cos\alpha\sin\gamma`, summed
+    over i with weights 1 (for B) and :math:`t_i\theta_i` (for B'/m).
+    """
+    ra = np.multiply.outer(rows.astype(np.float64), terms.th)
+    ca = np.multiply.outer(terms.th, cols.astype(np.float64))
+    lc, ls = np.cos(ra), np.sin(ra)
+    right = np.concatenate([np.cos(ca), np.sin(ca)])
+    r = rows.size
+    if not deriv:
+        return np.concatenate([lc, -ls], axis=1) @ right, None
+    left = np.empty((2 * r, 2 * terms.n))
+    left[:r, : terms.n] = lc
+    left[:r, terms.n :] = -ls
+    left[r:, : terms.n] = ls * terms.w
+    left[r:, terms.n :] = lc * terms.w
+    prod = left @ right
+    m = rows[:, None].astype(np.float64) + cols[None, :]
+    return prod[:r], m * prod[r:]
+
+
+def _scan(terms: _Terms, start: int, stop: int, deriv: bool):
+    """B_m (and B'_m) for every integer start <= m < stop."""
+    span = stop - start
+    k = 1 << max(4, math.ceil(math.log2(max(span, 2)) / 2))
+    a = -(-span // k)
+    rows = start + k * np.arange(a, dtype=np.int64)
+    b, db = _table(terms, rows, np.arange(k), deriv)
+    b = b.ravel()[:span]
+    return b, (db.ravel()[:span] if deriv else None)
+
+
+def _certified_step(b: np.ndarray, db: np.ndarray, m: np.ndarray, terms: _Terms, eps: float):
+    """Length h* of the interval [u, u + h*) on which B_m < 0 is proven (0 where not failing)."""
+    bu = b + eps
+    du = db + terms.deriv_error(m)
+    curv = terms.curvature(m)
+    h = np.zeros_like(b)
+    fail = bu < 0
+    if np.any(fail):
+        bf, df, cf = -bu[fail], du[fail], curv[fail]
+        root = np.sqrt(df * df + 2.0 * cf * bf)
+        # Positive root of -bf + df h + cf h^2 / 2 = 0, in its two stable forms.
+        h[fail] = np.where(df > 0, 2.0 * bf / (df + root), (root - df) / cf)
+    return h
+
+
+def _first_negative(values: np.ndarray, ms: np.ndarray, d: int, base: float, eps: float) -> int:
+    """Index of the first m with B_m < 0 (values within eps re-checked in mpmath), or -1."""
+    suspects = np.flatnonzero(values < eps)
+    for idx in suspects:
+        if values[idx] < -eps or _mp_margin(int(ms[idx]), d, base) < 0:
+            return int(idx)
+    return -1
+
+
+def max_context(base: float, d: int = 128, *, limit: int = 1 << 26) -> int:
+    r"""Horizon of a base: the largest :math:`L` with :math:`B_m \ge 0` for all :math:`0 \le m < L`.
+
+    .. math:: \operatorname{max\_context}(b) = \min\{m \ge 0 : B_m(b) < 0\}.
+
+    :math:`B_m` is evaluated for every integer :math:`m` in blocks of growing size (exact
+    matrix-product route of the module docstring); values within the float64 rounding margin
+    are decided in 50-digit mpmath, so the answer is exact.
+
+    Parameters
+    ----------
+    base : float
+        RoPE base :math:`b > 1`.
+    d : int
+        Head dimension, even, >= 2.
+    limit : int
+        Largest distance examined; if :math:`B_m \ge 0` for every :math:`m < ` ``limit``, a
+        ``ValueError`` is raised rather than a wrong number returned.
+
+    Returns
+    -------
+    int
+        The first :math:`m` with :math:`B_m < 0` (for ``d = 2`` this is 2).
+    """
+    base = check_base(base)
+    d = check_dim(d)
+    limit = check_positive_int(limit, "limit", minimum=2)
+    terms = _Terms(d, math.log(base))
+    start, size = 0, 4096
+    while start < limit:
+        stop = min(limit, start + size)
+        values, _ = _scan(terms, start, stop, deriv=False)
+        ms = np.arange(start, stop)
+        idx = _first_negative(values, ms, d, base, _eps(stop, d // 2))
+        if idx >= 0:
+            return int(ms[idx])
+        start, size = stop, min(2 * size, 1 << 21)
+    raise ValueError(
+        f"B_m >= 0 for every m < limit = {limit} at base = {base:g}, d = {d}: the horizon "
+        "exceeds limit; pass a larger limit"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# the certified sweep
+# --------------------------------------------------------------------------------------------
+@dataclass
+class BaseSearch:
+    """Result and evidence of :func:`min_base_search`.
+
+    Attributes
+    ----------
+    base : float
+        The returned base (verified feasible).
+    context_length, d : int
+        The problem.
+    start : float
+        The proven lower bound the sweep started from (every base in ``[start, base)`` is
+        infeasible, except inside ``gaps``).
+    gaps : list of (float, float)
+        Uncertified intervals of bases, each of relative width <= 1e-9.
+    n_steps, n_scans : int
+        Certified steps taken and full scans of all m < L made, over the whole chain of
+        sweeps that led here (shorter lengths first).
+    min_margin : float
+        :math:`\\min_{m<L} B_m` at the returned base (>= 0).
+    """
+
+    base: float
+    context_length: int
+    d: int
+    start: float
+    gaps: list[tuple[float, float]] = field(default_factory=list)
+    n_steps: int = 0
+    n_scans: int = 0
+    min_margin: float = 0.0
+
+
+_SWEEPS: dict[int, dict[int, BaseSearch]] = {}
+
+
+def _pick(m: np.ndarray, b: np.ndarray, db: np.ndarray, h: float) -> np.ndarray:
+    """Distances most likely to fail at u + h (smallest linear prediction), to be tracked."""
+    pred = b + db * h
+    keep = np.flatnonzero(pred < 1.0)
+    if keep.size > _TRACKED:
+        keep = keep[np.argpartition(pred[keep], _TRACKED)[:_TRACKED]]
+    return np.unique(m[keep])
+
+
+def _sweep(length: int, d: int, u: float) -> tuple[float, list, int, int, float]:
+    """Certified sweep upward from u (a proven lower bound) for context length ``length``."""
+    n = d // 2
+    eps = _eps(length, n)
+    window = np.arange(-_WINDOW, _WINDOW + 1)
+    tracked = np.empty(0, dtype=np.int64)
+    gaps: list[tuple[float, float]] = []
+    n_steps = n_scans = 0
+    h_ref = 0.0
+    while True:
+        if u > _U_MAX:
+            raise ValueError(f"no base below 1e300 satisfies the bound for L = {length}, d = {d}")
+        terms = _Terms(d, u)
+        h_best = 0.0
+        if tracked.size:
+            b, db = _table(terms, tracked, window, deriv=True)
+            m = (tracked[:, None] + window[None, :]).astype(np.float64)
+            ok = (m >= 1) & (m < length)
+            m, b, db = m[ok], b[ok], db[ok]
+            h = _certified_step(b, db, m, terms, eps)
+            h_best = float(h.max()) if h.size else 0.0
+            if h_best > 0 and h_best >= 0.05 * h_ref:
+                tracked = _pick(m.astype(np.int64), b, db, h_best)
+        if h_best <= 0 or h_best < 0.05 * h_ref or not tracked.size:
+            n_scans += 1
+            b, db = _scan(terms, 0, length, deriv=True)
+            ms = np.arange(length)
+            base = math.exp(u)
+            if _first_negative(b, ms, d, base, eps) < 0:
+                return u, gaps, n_steps, n_scans, float(b.min())
+            h = _certified_step(b, db, ms.astype(np.float64), terms, eps)
+            h_best = h_ref = float(h.max())
+            tracked = _pick(ms, b, db, h_best)
+            if h_best < _LEAP:
+                gaps.append((math.exp(u), math.exp(u + _LEAP)))
+                u += _LEAP
+                continue
+        n_steps += 1
+        # Shrink by a relative 1e-9 so the float sum never rounds past the certified end.
+        u += h_best * (1.0 - 1e-9)
+
+
+def min_base_search(context_length: int, d: int = 128) -> BaseSearch:
+    r"""The smallest feasible base for a context length, with the evidence of the search.
+
+    Finds the smallest :math:`b` with :math:`B_m(b) \ge 0` for every integer
+    :math:`0 \le m < L` by the certified sweep of the module docstring. The sweep for
+    :math:`L` starts from the answer for the largest shorter length already computed (a proven
+    lower bound), going through the powers of two below :math:`L`; results are memoised.
+
+    Guarantee: ``result.base`` is feasible (verified), and every base in
+    ``[result.start, result.base)`` is proven infeasible except inside ``result.gaps`` (each
+    of relative width <= 1e-9). ``result.start`` is 1 for a fresh chain.
+
+    Parameters
+    ----------
+    context_length : int
+        :math:`L \ge 1`. For :math:`L \le 2` every base works (:math:`B_0 = d/2`,
+        :math:`B_1 > 0`) and the infimum 1.0 is returned.
+    d : int
+        Head dimension, even, >= 2. For ``d = 2`` no base works once :math:`L \ge 3`
+        (:math:`B_2 = \cos 2 < 0`), and a ``ValueError`` says so.
+
+    Returns
+    -------
+    BaseSearch
+    """
+    length = _check_length(context_length)
+    d = check_dim(d)
+    if length <= 2:
+        return BaseSearch(base=1.0, context_length=length, d=d, start=1.0)
+    if d == 2:
+        raise ValueError(
+            "d = 2 has the single frequency theta_0 = 1 for every base, so B_2 = cos 2 < 0: "
+            f"no base satisfies the bound for context_length = {length} >= 3"
+        )
+    done = _SWEEPS.setdefault(d, {})
+    if length in done:
+        return done[length]
+    shorter = [k for k in done if k < length]
+    if shorter:
+        prev = done[max(shorter)]
+    else:
+        prev = BaseSearch(base=1.0, context_length=2, d=d, start=1.0)
+    # Go through the powers of two in between, so that every call shares one chain.
+    p = 1 << (prev.context_length.bit_length())
+    while p < length:
+        prev = min_base_search(p, d)
+        p <<= 1
+    u, gaps, steps, scans, margin = _sweep(length, d, math.log(prev.base))
+    result = BaseSearch(
+        base=math.exp(u),
+        context_length=length,
+        d=d,
+        start=1.0,
+        gaps=prev.gaps + gaps,
+        n_steps=prev.n_steps + steps,
+        n_scans=prev.n_scans + scans,
+        min_margin=margin,
+    )
+    done[length] = result
+    return result
+
+
+def min_base(context_length: int, d: int = 128) -> float:
+    r"""The smallest RoPE base that keeps :math:`B_m \ge 0` for every distance below L.
+
+    .. math:: b_{\min}(L) = \min\{\, b > 1 : \textstyle\sum_{i=0}^{d/2-1}\cos(m\,b^{-2i/d})
+              \ge 0 \ \text{for every integer } 0 \le m < L \,\}.
+
+    The feasible set is not an interval, so this is neither a bisection nor a grid search: see
+    the module docstring and :func:`min_base_search` for the certified sweep and exactly what
+    it guarantees (returned base verified feasible; every smaller base proven infeasible except
+    in gaps of relative width <= 1e-9; relative precision far better than 1e-4).
+
+    Parameters
+    ----------
+    context_length : int
+        :math:`L \ge 1` (distances :math:`0 \dots L-1`).
+    d : int
+        Head dimension, even, >= 4 for :math:`L \ge 3`.
+
+    Returns
+    -------
+    float
+        The base (1.0, the infimum, when :math:`L \le 2`).
+    """
+    return min_base_search(context_length, d).base
+
+
+# --------------------------------------------------------------------------------------------
+# the table of the chapter, cached on the source
+# --------------------------------------------------------------------------------------------
+def _source_key() -> str:
+    """Hash of the source files the table depends on (this module, frequencies, checks)."""
+    here = Path(__file__).parent
+    digest = hashlib.sha256()
+    for name in ("base_bound.py", "frequencies.py", "_validate.py"):
+        digest.update((here / name).read_bytes())
+    return digest.hexdigest()
+
+
+def _round2(value: float) -> float:
+    """``value`` rounded to two significant digits (to nearest), as a float."""
+    return float(f"{value:.1e}")
+
+
+def _float32_ok(base: float, length: int, d: int) -> bool:
+    """Whether the float32 margin of :func:`float32_margin` is >= 0 for every m < length."""
+    for start in range(0, length, 1 << 18):
+        m = np.arange(start, min(length, start + (1 << 18)))
+        if float32_margin(m, d, base).min() < 0:
+            return False
+    return True
+
+
+def _checks(k: int, base: float, d: int) -> dict:
+    """The comparison columns of the chapter's table for L = 2^k."""
+    length = 1 << k
+    out = {
+        "base_m_le_L": min_base(length + 1, d),
+        "float32_ok": _float32_ok(base, length, d),
+        "round2": _round2(base),
+        "round2_ok": max_context(_round2(base), d) >= length,
+    }
+    if d == 128 and k in PUBLISHED_MIN_BASE:
+        for name, value in zip(("paper", "su"), PUBLISHED_MIN_BASE[k], strict=True):
+            out[name] = value
+            out[f"{name}_horizon"] = max_context(value, d)
+            out[f"{name}_ok"] = out[f"{name}_horizon"] >= length
+            out[f"{name}_float32_ok"] = _float32_ok(value, length, d)
+    return out
+
+
+def min_base_table(
+    log2_lengths: Sequence[int] = tuple(range(10, 21)), d: int = 128, *, use_cache: bool = True
+) -> list[dict]:
+    r"""The chapter's table: :func:`min_base` for :math:`L = 2^k` and the checks beside it.
+
+    Each row holds ``L``, ``base`` (:func:`min_base`), the sweep's ``n_steps``, ``n_scans``,
+    ``n_gaps`` (cumulative over the chain of shorter lengths), ``seconds`` (spent on this row
+    after the shorter ones), ``base_m_le_L``
+    (the minimum under the criterion :math:`m \le L`, i.e. ``min_base(L + 1)``),
+    ``float32_ok`` (is ``base`` feasible when :math:`B_m` is computed with float32 angles,
+    :func:`float32_margin`), ``round2`` / ``round2_ok`` (``base`` rounded to two digits and
+    whether that is feasible) and, for ``d = 128`` and the published lengths, ``paper``,
+    ``su`` (:data:`PUBLISHED_MIN_BASE`) with their horizons and feasibility in float64 and
+    float32.
+
+    The sweep for the whole default table (:math:`L = 2^{10} \dots 2^{20}`, ``d = 128``) takes
+    tens of seconds, so the rows are stored in ``rope_lib/data/min_base_table.json`` together
+    with a SHA-256 of this module, ``frequencies.py`` and ``_validate.py``. The cache is used
+    only when that key and ``d`` match and every requested length is present; otherwise the
+    table is recomputed (and the file rewritten when it is writable).
+
+    Parameters
+    ----------
+    log2_lengths : sequence of int
+        Exponents k, for context lengths :math:`L = 2^k` (1 <= k <= 30).
+    d : int
+        Head dimension.
+    use_cache : bool
+        Read and write the JSON cache.
+    """
+    import time
+
+    d = check_dim(d)
+    ks = [check_positive_int(k, "log2_lengths entries") for k in log2_lengths]
+    if any(k > 30 for k in ks):
+        raise ValueError("log2_lengths entries must be <= 30")
+    key = _source_key()
+    cached: dict[str, dict] = {}
+    if use_cache and _CACHE.exists():
+        try:
+            blob = json.loads(_CACHE.read_text())
+        except (OSError, ValueError):
+            blob = {}
+        if blob.get("key") == key and blob.get("d") == d:
+            cached = blob.get("rows", {})
+    if all(str(k) in cached for k in ks):
+        return [cached[str(k)] for k in ks]
+    rows = dict(cached)
+    for k in sorted(ks):
+        if str(k) in rows:
+            continue
+        t0 = time.perf_counter()
+        res = min_base_search(1 << k, d)
+        rows[str(k)] = {
+            "L": 1 << k,
+            "base": res.base,
+            "n_steps": res.n_steps,
+            "n_scans": res.n_scans,
+            "n_gaps": len(res.gaps),
+            "seconds": time.perf_counter() - t0,
+        }
+        rows[str(k)].update(_checks(k, res.base, d))
+    if use_cache:
+        try:
+            _CACHE.parent.mkdir(exist_ok=True)
+            _CACHE.write_text(json.dumps({"key": key, "d": d, "rows": rows}, indent=1) + "\n")
+        except OSError:
+            pass
+    return [rows[str(k)] for k in ks]
+
+
+# --------------------------------------------------------------------------------------------
+# the published method: a grid of bases, each checked by brute force
+# --------------------------------------------------------------------------------------------
+def brute_force_feasible(base: float, context_length: int, d: int = 128) -> bool:
+    r"""Plain check of :math:`B_m \ge 0` for every :math:`0 \le m < L`: direct float64 sums of
+    :math:`\cos(m\theta_i)`, in chunks of distances, stopping at the first negative one.
+
+    This is the brute force of the published computations (no matrix trick, no rounding
+    margin); it serves as the independent check of :func:`min_base` and inside
+    :func:`grid_min_base`."""
+    base = check_base(base)
+    length = _check_length(context_length)
+    freqs = theta(d, base)
+    chunk = 4096
+    for start in range(0, length, chunk):
+        m = np.arange(start, min(length, start + chunk), dtype=np.float64)
+        if np.cos(np.multiply.outer(m, freqs)).sum(axis=1).min() < 0:
+            return False
+    return True
+
+
+def grid_min_base(context_length: int, d: int = 128, digits: int = 2, start: float = 100.0):
+    r"""First base of a grid with ``digits`` significant digits that passes the brute force.
+
+    The method of Su (2024, archive 10122) as described there: scan bases upward on a grid
+    (here :math:`c \cdot 10^e` with ``digits``-digit mantissas c, from ``start``) and check
+    :math:`B_m \ge 0` for all :math:`m < L` at each by brute force
+    (:func:`brute_force_feasible`). It can only return grid points, and it can step over a
+    feasible window narrower than the grid spacing, so it bounds the true minimum from above
+    only when no such window exists. Used as the baseline of the benchmark."""
+    length = _check_length(context_length)
+    d = check_dim(d)
+    digits = check_positive_int(digits, "digits")
+    start = check_base(start, "start")
+    exponent = math.floor(math.log10(start)) - (digits - 1)
+    mantissa = math.ceil(start / 10.0**exponent)
+    while True:
+        if mantissa >= 10**digits:
+            mantissa, exponent = 10 ** (digits - 1), exponent + 1
+        base = mantissa * 10.0**exponent
+        if base > 1e300:
+            raise ValueError(f"no grid base below 1e300 is feasible for L = {length}")
+        if brute_force_feasible(base, length, d):
+            return float(f"{mantissa}e{exponent}")
+        mantissa += 1
+
+
+# --------------------------------------------------------------------------------------------
+# float32 angles
+# --------------------------------------------------------------------------------------------
+def float32_margin(m: Any, d: int, base: float = 10000.0) -> np.ndarray | np.float32:
+    r""":math:`B_m` as a float32 implementation computes it.
+
+    .. math:: \tilde B_m = \sum_i \cos_{32}\bigl(\mathrm{fl}_{32}(m \cdot
+              \mathrm{fl}_{32}(\theta_i))\bigr),
+
+    the float32 angle table ``outer(positions, inv_freq)`` of LLaMA / Hugging Face code, with
+    ``inv_freq`` the float32 rounding of :math:`\theta_i`, cosines and sum in float32. The
+    phase error is about :math:`m\theta_i 2^{-24}`: of order one radian at :math:`m \sim 10^7`.
+
+    Parameters
+    ----------
+    m : int or array_like of int
+        Distances (whole numbers, at most 2**24 so that float32 holds them exactly).
+    d : int
+        Head dimension.
+    base : float
+        Base :math:`b > 1`.
+    """
+    d = check_dim(d)
+    base = check_base(base)
+    ms = check_integer_array(m, "m")
+    if np.any(np.abs(ms) > 2**24):
+        raise ValueError("m must have magnitude <= 2**24 (exact in float32)")
+    # theta_i rounded once to float32 (a pow in float32 may add an ulp more; same order).
+    inv = theta(d, base).astype(np.float32)
+    flat = ms.ravel().astype(np.float32)
+    out = np.empty(flat.shape, dtype=np.float32)
+    step = max(1, (1 << 20) // inv.size)
+    for s in range(0, flat.size, step):
+        ang = np.multiply.outer(flat[s : s + step], inv).astype(np.float32)
+        out[s : s + step] = np.cos(ang).sum(axis=1, dtype=np.float32)
+    out = out.reshape(ms.shape)
+    return out[()] if out.ndim == 0 else out
+
+
+# --------------------------------------------------------------------------------------------
+# the expectation behind B_m: closed form and Monte Carlo
+# --------------------------------------------------------------------------------------------
+def _pairs(x: np.ndarray) -> np.ndarray:
+    """Interleaved layout: pair i of a real vector as the complex number x_{2i} + 1j x_{2i+1}."""
+    return x[..., 0::2] + 1j * x[..., 1::2]
+
+
+def similarity_gap_expected(
+    m: Any,
+    d: int,
+    base: float = 10000.0,
+    sigma: float = 1.0,
+    mean_q: Any = 0.0,
+    mean_k: Any = 0.0,
+) -> np.ndarray | np.float64:
+    r"""Closed form of :math:`\delta_m/(2\sigma^2)` for independent q, k with any means.
+
+    With :math:`\mathbb E q = \mu_q`, :math:`\mathbb E k = \mu_k`, covariance
+    :math:`\sigma^2 I` for both and :math:`k^* = q + \varepsilon`, :math:`\mathbb E\varepsilon
+    = 0` independent of q:
+
+    .. math:: \frac{\delta_m}{2\sigma^2} = B_m
+              + \frac{\mu_q^\top R_m (\mu_q - \mu_k)}{2\sigma^2},
+
+    which is :math:`B_m` exactly when :math:`\mu_q = \mu_k`.
+
+    Parameters
+    ----------
+    m : int or array_like of int
+        Distances.
+    d, base : int, float
+        Head dimension and base.
+    sigma : float
+        Standard deviation of every coordinate (> 0).
+    mean_q, mean_k : float or array_like
+        Means of q and k: a scalar (same value in every coordinate) or a length-d vector.
+    """
+    d = check_dim(d)
+    ms = check_integer_array(m, "m")
+    sigma = _check_sigma(sigma)
+    mu_q, mu_k = _mean(mean_q, d, "mean_q"), _mean(mean_k, d, "mean_k")
+    freqs = theta(d, base)
+    rot = np.exp(1j * np.multiply.outer(ms.astype(np.float64), freqs))
+    # mu_q^T R_m v = Re sum_i conj(mu_q_i) v_i e^{i m theta_i} in the interleaved layout.
+    extra = (np.conj(_pairs(mu_q)) * _pairs(mu_q - mu_k) * rot).sum(axis=-1).real
+    out = similarity_margin(ms, d, base) + extra / (2 * sigma**2)
+    return out[()] if np.ndim(out) == 0 else out
+
+
+def _check_sigma(sigma: Any) -> float:
+    if isinstance(sigma, bool) or not isinstance(sigma, int | float | np.floating | np.integer):
+        raise TypeError(f"sigma must be a positive real number, got {sigma!r}")
+    sigma = float(sigma)
+    if not np.isfinite(sigma) or sigma <= 0:
+        raise ValueError(f"sigma must be a finite positive number, got {sigma!r}")
+    return sigma
+
+
+def _mean(mean: Any, d: int, name: str) -> np.ndarray:
+    arr = np.asarray(mean, dtype=np.float64) if not isinstance(mean, str) else None
+    if arr is None or arr.ndim > 1 or (arr.ndim == 1 and arr.size != d):
+        raise ValueError(f"{name} must be a scalar or a vector of length d = {d}, got {mean!r}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite")
+    return np.broadcast_to(arr, (d,)).astype(np.float64)
+
+
+def similarity_gap_monte_carlo(
+    m: Any,
+    d: int,
+    base: float = 10000.0,
+    *,
+    n_samples: int = 20000,
+    sigma: float = 1.0,
+    mean_q: Any = 0.0,
+    mean_k: Any = 0.0,
+    eps_scale: float = 0.0,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Monte Carlo estimate of :math:`\delta_m / (2\sigma^2)` with a confidence half-width.
+
+    Draws independent Gaussian :math:`q \sim \mathcal N(\mu_q, \sigma^2 I)`,
+    :math:`k \sim \mathcal N(\mu_k, \sigma^2 I)` and :math:`\varepsilon \sim \mathcal N(0,
+    s^2 I)` (``s = eps_scale``), sets :math:`k^* = q + \varepsilon`, and averages
+
+    .. math:: \frac{q^\top R_m k^* - q^\top R_m k}{2\sigma^2}
+
+    over ``n_samples`` draws (the same draws for every m; RoPE applied in the interleaved
+    layout). The half-width is :math:`z_{(1+c)/2}\,\hat s/\sqrt{N}` (normal approximation).
+
+    Returns
+    -------
+    (estimate, half_width) : tuple of numpy.ndarray
+        Both shaped like ``np.atleast_1d(m)``.
+    """
+    from statistics import NormalDist
+
+    d = check_dim(d)
+    ms = np.atleast_1d(check_integer_array(m, "m")).astype(np.float64)
+    n_samples = check_positive_int(n_samples, "n_samples", minimum=2)
+    sigma = _check_sigma(sigma)
+    mu_q, mu_k = _mean(mean_q, d, "mean_q"), _mean(mean_k, d, "mean_k")
+    if isinstance(eps_scale, bool) or not np.isfinite(eps_scale) or eps_scale < 0:
+        raise ValueError(f"eps_scale must be a finite number >= 0, got {eps_scale!r}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
+    rng = np.random.default_rng(seed)
+    q = mu_q + sigma * rng.standard_normal((n_samples, d))
+    k = mu_k + sigma * rng.standard_normal((n_samples, d))
+    k_star = q + eps_scale * rng.standard_normal((n_samples, d))
+    # q^T R_m v = Re sum_i conj(q_i) v_i e^{i m theta_i} with pairs as complex numbers.
+    h = np.conj(_pairs(q)) * (_pairs(k_star) - _pairs(k))
+    phases = np.exp(1j * np.multiply.outer(theta(d, base), ms))
+    diff = (h @ phases).real / (2 * sigma**2)
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    half = z * diff.std(axis=0, ddof=1) / np.sqrt(n_samples)
+    return diff.mean(axis=0), half
+
+
+# --------------------------------------------------------------------------------------------
+# figures
+# --------------------------------------------------------------------------------------------
+def plot_similarity_margin(d: int = 128, base: float = 10000.0, max_distance: int | None = None):
+    r"""Figure: :math:`B_m` against the distance m, with the horizon
+    :func:`max_context` marked (the first m with :math:`B_m < 0`).
+
+    ``max_distance=None`` shows :math:`0 \le m \le 1.5\times` the horizon."""
+    d = check_dim(d)
+    base = check_base(base)
+    horizon = max_context(base, d)
+    top = (
+        int(1.5 * horizon) + 1
+        if max_distance is None
+        else check_positive_int(max_distance, "max_distance")
+    )
+    m = np.arange(top + 1)
+    fig, ax = plotting.new_figure()
+    ax.plot(m, similarity_margin(m, d, base), lw=0.8, label="$B_m$", **plotting.line_style(0))
+    ax.axhline(0.0, color="0.3", lw=0.8)
+    if horizon <= top:
+        ax.axvline(
+            horizon,
+            lw=1.2,
+            label=f"horizon: first $B_m<0$ at m = {horizon}",
+            **plotting.line_style(1),
+        )
+    ax.set_xlabel("relative distance $m$")
+    ax.set_ylabel(r"$B_m = \sum_i \cos(m\theta_i)$")
+    ax.set_title(f"Similarity margin, d = {d}, base = {base:g}")
+    ax.legend(loc="upper right")
+    return fig
+
+
+def plot_monte_carlo_gap(
+    d: int = 16,
+    base: float = 100.0,
+    max_distance: int = 60,
+    n_samples: int = 20000,
+    mean_q: Any = None,
+    mean_k: Any = None,
+    seed: int = 0,
+):
+    r"""Figure, two panels of :math:`\delta_m/(2\sigma^2)` against m, with 95% intervals.
+
+    Left: equal (zero) means, Monte Carlo with :math:`\varepsilon = 0` and with
+    :math:`\varepsilon \sim \mathcal N(0, 2^2 I)`, on top of :math:`B_m`. Right: unequal
+    means ``mean_q``, ``mean_k`` (``None``: fixed standard normal vectors drawn from
+    ``default_rng(seed + 10)``); Monte Carlo against the closed form of
+    :func:`similarity_gap_expected`, and :math:`B_m` for comparison."""
+    d = check_dim(d)
+    m = np.arange(check_positive_int(max_distance, "max_distance") + 1)
+    rng = np.random.default_rng(seed + 10)
+    mu_q = rng.standard_normal(d) if mean_q is None else _mean(mean_q, d, "mean_q")
+    mu_k = rng.standard_normal(d) if mean_k is None else _mean(mean_k, d, "mean_k")
+    fig, axes = plotting.new_figure(ncols=2, width=10.0, height=3.8, sharey=True)
+    exact = similarity_margin(m, d, base)
+    left, right = axes
+    left.plot(m, exact, label="$B_m$", **plotting.line_style(0))
+    for j, (scale, offset) in enumerate(((0.0, -0.15), (2.0, 0.15))):
+        est, half = similarity_gap_monte_carlo(
+            m, d, base, n_samples=n_samples, eps_scale=scale, seed=seed + j
+        )
+        style = plotting.line_style(j + 1)
+        left.errorbar(
+            m + offset,
+            est,
+            yerr=half,
+            fmt="o",
+            ms=3,
+            color=style["color"],
+            lw=0.8,
+            label=rf"Monte Carlo, $\varepsilon$ std {scale:g}",
+        )
+    left.set_title(r"equal means $\mu_q = \mu_k$")
+    shifted = similarity_gap_expected(m, d, base, mean_q=mu_q, mean_k=mu_k)
+    est, half = similarity_gap_monte_carlo(
+        m, d, base, n_samples=n_samples, mean_q=mu_q, mean_k=mu_k, seed=seed + 2
+    )
+    right.plot(m, exact, label="$B_m$", **plotting.line_style(0))
+    right.plot(m, shifted, label="closed form, unequal means", **plotting.line_style(3))
+    right.errorbar(
+        m,
+        est,
+        yerr=half,
+        fmt="o",
+        ms=3,
+        lw=0.8,
+        color=plotting.line_style(2)["color"],
+        label="Monte Carlo",
+    )
+    right.set_title(r"unequal means $\mu_q \neq \mu_k$")
+    for ax in axes:
+        ax.axhline(0.0, color="0.3", lw=0.8)
+        ax.set_xlabel("relative distance $m$")
+        ax.legend(loc="upper right", fontsize=8)
+    left.set_ylabel(r"$\delta_m / (2\sigma^2)$")
+    fig.suptitle(f"d = {d}, base = {base:g}, {n_samples} draws, 95% intervals")
+    return fig
+
+
+def plot_horizon_vs_base(
+    d: int = 128,
+    base_range: tuple[float, float] = (3000.0, 30000.0),
+    n_bases: int = 1500,
+    lengths: Sequence[int] = (2048, 4096),
+):
+    r"""Figure: the horizon :func:`max_context` against the base on a fine log grid, with
+    horizontal lines at the context lengths ``lengths`` and :func:`min_base` of each marked.
+
+    A base is feasible for L when the curve is at or above the line at L; the curve is not
+    monotone, so the feasible set is a union of windows."""
+    d = check_dim(d)
+    lo, hi = (check_base(b, "base_range") for b in base_range)
+    if not lo < hi:
+        raise ValueError(f"base_range must be increasing, got {base_range!r}")
+    n_bases = check_positive_int(n_bases, "n_bases", minimum=2)
+    bases = np.geomspace(lo, hi, n_bases)
+    horizons = np.array([max_context(float(b), d) for b in bases])
+    fig, ax = plotting.new_figure(width=7.5, height=4.0)
+    ax.plot(bases, horizons, lw=0.8, label="max_context(base)", **plotting.line_style(0))
+    for j, length in enumerate(lengths):
+        length = check_positive_int(length, "lengths")
+        style = plotting.line_style(j + 1)
+        ax.axhline(length, lw=1.0, color=style["color"], linestyle="--", label=f"L = {length}")
+        b_min = min_base(length, d)
+        if lo <= b_min <= hi:
+            ax.plot(
+                [b_min],
+                [length],
+                marker="v",
+                ms=8,
+                color=style["color"],
+                linestyle="none",
+                label=f"min_base({length}) = {b_min:.5g}",
+            )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("base $b$")
+    ax.set_ylabel("horizon: first $m$ with $B_m < 0$")
+    ax.set_title(f"The horizon is not monotone in the base (d = {d})")
+    ax.legend(loc="upper left", fontsize=9)
+    return fig
+
+
+def plot_min_base_table(rows: Sequence[dict] | None = None, d: int = 128):
+    r"""Figure: :func:`min_base` against L (log axes) with the published values of
+    :data:`PUBLISHED_MIN_BASE`; published values that fail :math:`B_m \ge 0` for some
+    :math:`m < L` are drawn as crosses."""
+    rows = list(rows) if rows is not None else min_base_table(d=d)
+    lengths = np.array([r["L"] for r in rows])
+    ours = np.array([r["base"] for r in rows])
+    fig, ax = plotting.new_figure(width=7.0, height=4.2)
+    ax.plot(lengths, ours, marker="o", label="min_base (this book)", **plotting.line_style(0))
+    for j, name in enumerate(("Men et al., Table 2", "Su, archive 10122")):
+        style = plotting.line_style(j + 1)
+        ok_x, ok_y, bad_x, bad_y = [], [], [], []
+        for length in lengths:
+            k = int(length).bit_length() - 1
+            if k not in PUBLISHED_MIN_BASE:
+                continue
+            value = PUBLISHED_MIN_BASE[k][j]
+            feasible = max_context(value, d) >= length
+            (ok_x if feasible else bad_x).append(length * (1.06 if j else 0.94))
+            (ok_y if feasible else bad_y).append(value)
+        ax.plot(
+            ok_x,
+            ok_y,
+            marker="s" if j == 0 else "^",
+            linestyle="none",
+            mfc="none",
+            color=style["color"],
+            label=f"{name} (feasible)",
+        )
+        if bad_x:
+            ax.plot(
+                bad_x,
+                bad_y,
+                marker="x",
+                ms=9,
+                mew=2,
+                linestyle="none",
+                color=style["color"],
+                label=f"{name} (infeasible)",
+            )
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("context length $L$")
+    ax.set_ylabel("smallest base $b$")
+    ax.set_title(f"Smallest base with $B_m \\geq 0$ for all $m < L$ (d = {d})")
+    ax.legend(loc="upper left", fontsize=9)
+    return fig

@@ -1,0 +1,310 @@
+"""Tests of rope_lib.base_bound: B_m, the horizon, the certified minimum base, the Monte Carlo.
+
+Independent routes: mpmath sums, direct float64 cosine sums (brute force written here, not the
+module's), an explicit block-diagonal rotation matrix, finite differences, torch float32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rope_lib import base_bound as bb
+
+
+# ------------------------------------------------------------------------------------------
+# independent helpers
+# ------------------------------------------------------------------------------------------
+def mp_margin(m: int, d: int, base: float) -> float:
+    with mpmath.workdps(40):
+        b = mpmath.mpf(base)
+        return float(sum(mpmath.cos(m * b ** (mpmath.mpf(-2 * i) / d)) for i in range(d // 2)))
+
+
+def direct(m: np.ndarray, d: int, base: float) -> np.ndarray:
+    freqs = np.array([base ** (-2.0 * i / d) for i in range(d // 2)])
+    return np.cos(np.outer(np.asarray(m, dtype=float), freqs)).sum(axis=1)
+
+
+def brute_horizon(base: float, d: int, top: int) -> int | None:
+    values = direct(np.arange(top), d, base)
+    neg = np.flatnonzero(values < 0)
+    return int(neg[0]) if neg.size else None
+
+
+def feasible(base: float, length: int, d: int) -> bool:
+    """B_m >= 0 for all m < length, float64 direct; borderline values decided in mpmath."""
+    for start in range(0, length, 1 << 16):
+        m = np.arange(start, min(length, start + (1 << 16)))
+        values = direct(m, d, base)
+        for idx in np.flatnonzero(values < 1e-8):
+            if values[idx] < -1e-8 or mp_margin(int(m[idx]), d, base) < 0:
+                return False
+    return True
+
+
+def rotation(m: int, d: int, base: float) -> np.ndarray:
+    r = np.zeros((d, d))
+    for i in range(d // 2):
+        a = m * base ** (-2.0 * i / d)
+        r[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = [[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]
+    return r
+
+
+# ------------------------------------------------------------------------------------------
+# B_m
+# ------------------------------------------------------------------------------------------
+def test_similarity_margin_matches_mpmath():
+    for m, d, base in [
+        (0, 128, 1e4),
+        (1, 128, 1e4),
+        (1707, 128, 1e4),
+        (10**6, 128, 6.5e7),
+        (12345, 16, 500.0),
+    ]:
+        assert bb.similarity_margin(m, d, base) == pytest.approx(mp_margin(m, d, base), abs=1e-9)
+
+
+@given(st.integers(0, 10**6), st.sampled_from([4, 8, 64, 128]), st.floats(2.0, 1e8))
+def test_similarity_margin_even_and_bounded(m, d, base):
+    value = bb.similarity_margin(m, d, base)
+    assert value == pytest.approx(bb.similarity_margin(-m, d, base), abs=1e-12)
+    assert -d / 2 - 1e-9 <= value <= d / 2 + 1e-9
+    assert value == pytest.approx(direct(np.array([m]), d, base)[0], abs=1e-8)
+
+
+def test_scan_matches_direct_sums_and_finite_difference():
+    d, base, length = 128, 5e7, 1 << 20
+    terms = bb._Terms(d, math.log(base))
+    values, slope = bb._scan(terms, 0, length, deriv=True)
+    sample = np.arange(0, length, 4099)
+    np.testing.assert_allclose(values[sample], direct(sample, d, base), atol=1e-8)
+    # dB/du by a central difference of the direct sum in u = ln b
+    h = 1e-7
+    for m in (1000, 123457, 1000003):
+        up = direct(np.array([m]), d, base * math.exp(h))[0]
+        down = direct(np.array([m]), d, base * math.exp(-h))[0]
+        assert slope[m] == pytest.approx((up - down) / (2 * h), rel=1e-4, abs=1e-3)
+
+
+def test_curvature_bound_holds_on_an_interval():
+    d, base = 64, 1e5
+    for m in (500, 20000):
+        terms = bb._Terms(d, math.log(base))
+        bound = terms.curvature(np.array([float(m)]))[0]
+        us = math.log(base) + np.linspace(0, 0.05, 201)
+        vals = np.array([direct(np.array([m]), d, math.exp(u))[0] for u in us])
+        second = np.diff(vals, 2) / (us[1] - us[0]) ** 2
+        assert np.all(np.abs(second) <= bound * 1.01)
+
+
+# ------------------------------------------------------------------------------------------
+# the horizon
+# ------------------------------------------------------------------------------------------
+@given(st.floats(5.0, 2e4), st.sampled_from([8, 16, 32, 64, 128]))
+def test_max_context_matches_brute_force(base, d):
+    expected = brute_horizon(base, d, 20000)
+    if expected is None:
+        assert bb.max_context(base, d) >= 20000
+    else:
+        assert bb.max_context(base, d) == expected
+
+
+def test_max_context_known_values():
+    assert bb.max_context(1e4, 128) == brute_horizon(1e4, 128, 4000) == 1707
+    assert bb.max_context(10.0, 2) == 2  # d = 2: B_m = cos m
+    with pytest.raises(ValueError, match="limit"):
+        bb.max_context(1e9, 128, limit=1000)
+
+
+# ------------------------------------------------------------------------------------------
+# the minimum base
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("length", "d"), [(3, 128), (100, 16), (300, 64), (1000, 128), (2048, 128), (4096, 128)]
+)
+def test_min_base_feasible_and_matches_exhaustive_search(length, d):
+    result = bb.min_base_search(length, d)
+    b = result.base
+    assert feasible(b, length, d)
+    assert result.min_margin >= 0
+    assert all(hi / lo - 1 <= 1.1e-9 for lo, hi in result.gaps)
+    # exhaustive search on a relative grid of 1e-4 below b: no grid base is feasible
+    grid = b * np.exp(-1e-4 * np.arange(1, 401))
+    freqs = 2.0 * np.arange(d // 2) / d
+    m = np.arange(length, dtype=float)
+    for chunk in np.array_split(grid, 10):
+        angles = m[None, :, None] * np.exp(-np.outer(np.log(chunk), freqs))[:, None, :]
+        assert np.all(np.cos(angles).sum(axis=2).min(axis=1) < 0)
+    # and b is the start of its window: 1e-8 lower is infeasible
+    assert not feasible(b * (1 - 1e-8), length, d)
+
+
+def test_bisection_would_be_wrong():
+    # L = 2048, d = 128: 1e4 is infeasible and 2e4 feasible, but bisection between them
+    # converges to the edge of a later window, not to the smallest feasible base.
+    length, d = 2048, 128
+    lo, hi = 1e4, 2e4
+    assert not feasible(lo, length, d) and feasible(hi, length, d)
+    for _ in range(40):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if feasible(mid, length, d) else (mid, hi)
+    exact = bb.min_base(length, d)
+    assert feasible(exact, length, d)
+    assert hi > exact * 1.01  # bisection misses the first window by more than 1 %
+    # and a base between them is infeasible: the feasible set is not an interval
+    assert not feasible(1.2e4, length, d)
+
+
+def test_small_lengths_and_d_2():
+    assert bb.min_base(1) == 1.0 and bb.min_base(2, 64) == 1.0
+    with pytest.raises(ValueError, match="d = 2"):
+        bb.min_base(3, 2)
+
+
+def test_cached_table_is_feasible():
+    rows = bb.min_base_table(range(10, 17))
+    for row in rows:
+        assert feasible(row["base"], row["L"], 128)
+        assert not feasible(row["base"] * (1 - 1e-6), row["L"], 128)
+
+
+@pytest.mark.slow
+def test_cached_table_is_feasible_large():
+    for row in bb.min_base_table(range(17, 21)):
+        assert feasible(row["base"], row["L"], 128)
+
+
+def test_grid_search_and_published_values():
+    assert bb.grid_min_base(1024) == 4300.0
+    assert bb.brute_force_feasible(4300.0, 1024) == feasible(4300.0, 1024, 128)
+    # Su's 1.2e4 for L = 2048 fails: the horizon of 1.2e4 is 1554
+    assert brute_horizon(1.2e4, 128, 2048) == 1554 == bb.max_context(1.2e4)
+
+
+# ------------------------------------------------------------------------------------------
+# expectation, Monte Carlo, float32
+# ------------------------------------------------------------------------------------------
+def test_closed_form_with_unequal_means_matches_rotation_matrix():
+    d, base, sigma = 8, 50.0, 0.7
+    rng = np.random.default_rng(1)
+    mu_q, mu_k = rng.normal(size=d), rng.normal(size=d)
+    for m in (0, 3, 17):
+        expected = mp_margin(m, d, base) + mu_q @ rotation(m, d, base) @ (mu_q - mu_k) / (
+            2 * sigma**2
+        )
+        got = bb.similarity_gap_expected(m, d, base, sigma=sigma, mean_q=mu_q, mean_k=mu_k)
+        assert got == pytest.approx(expected, abs=1e-12)
+
+
+def test_monte_carlo_within_confidence_interval():
+    d, base = 16, 100.0
+    m = np.arange(0, 40, 3)
+    est, half = bb.similarity_gap_monte_carlo(m, d, base, n_samples=40000, eps_scale=1.0)
+    exact = direct(m, d, base)
+    assert np.mean(np.abs(est - exact) <= half) >= 0.75
+    assert np.all(np.abs(est - exact) <= 2.5 * half)
+    # unequal means: the estimate follows the closed form, not B_m
+    est, half = bb.similarity_gap_monte_carlo(m, d, base, n_samples=40000, mean_q=1.0)
+    closed = bb.similarity_gap_expected(m, d, base, mean_q=1.0)
+    assert np.all(np.abs(est - closed) <= 2.5 * half)
+    assert np.max(np.abs(closed - exact)) > 1.0
+
+
+def test_float32_margin_matches_torch():
+    torch = pytest.importorskip("torch")
+    d, base = 128, 5e5
+    m = np.arange(0, 1 << 20, 997)
+    inv = (1.0 / base ** (torch.arange(0, d, 2, dtype=torch.float64) / d)).float()
+    ref = torch.cos(torch.outer(torch.tensor(m, dtype=torch.float32), inv)).sum(-1).numpy()
+    np.testing.assert_allclose(bb.float32_margin(m, d, base), ref, atol=2e-4)
+
+
+# ------------------------------------------------------------------------------------------
+# bad input
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("length", [0, -5])
+def test_min_base_rejects_non_positive(length):
+    with pytest.raises(ValueError, match="context_length"):
+        bb.min_base(length)
+
+
+@pytest.mark.parametrize("length", [2.5, "1024", None])
+def test_min_base_rejects_non_integer(length):
+    with pytest.raises((TypeError, ValueError), match="context_length"):
+        bb.min_base(length)
+
+
+def test_bad_d_and_base():
+    with pytest.raises(ValueError, match="d must be"):
+        bb.min_base(1024, 127)
+    with pytest.raises(ValueError, match="d must be"):
+        bb.max_context(1e4, 0)
+    for bad in (1.0, 0.5, -3.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="base"):
+            bb.max_context(bad)
+    with pytest.raises(TypeError, match="base"):
+        bb.max_context("1e4")
+    with pytest.raises(ValueError, match="m must"):
+        bb.similarity_margin(1.5, 128)
+    with pytest.raises(ValueError, match="sigma"):
+        bb.similarity_gap_expected(3, 8, sigma=0.0)
+    with pytest.raises(ValueError, match="mean_q"):
+        bb.similarity_gap_monte_carlo(3, 8, mean_q=np.ones(5))
+
+
+# ------------------------------------------------------------------------------------------
+# figures
+# ------------------------------------------------------------------------------------------
+def test_plot_similarity_margin():
+    fig = bb.plot_similarity_margin(d=128, base=1e4)
+    ax = fig.axes[0]
+    curve, zero, horizon = ax.get_lines()[:3]
+    x = curve.get_xdata()
+    np.testing.assert_allclose(curve.get_ydata(), direct(x, 128, 1e4), atol=1e-9)
+    assert horizon.get_xdata()[0] == 1707
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_legend() is not None
+    plt.close(fig)
+
+
+def test_plot_monte_carlo_gap():
+    mu_q, mu_k = np.linspace(-1, 1, 8), np.full(8, 0.3)
+    fig = bb.plot_monte_carlo_gap(
+        d=8, base=50.0, max_distance=10, n_samples=500, mean_q=mu_q, mean_k=mu_k
+    )
+    left, right = fig.axes[:2]
+    np.testing.assert_allclose(left.get_lines()[0].get_ydata(), direct(np.arange(11), 8, 50.0))
+    shifted = right.get_lines()[1].get_ydata()
+    expected = [
+        mp_margin(m, 8, 50.0) + mu_q @ rotation(m, 8, 50.0) @ (mu_q - mu_k) / 2 for m in range(11)
+    ]
+    np.testing.assert_allclose(shifted, expected, atol=1e-12)
+    assert left.get_ylabel() and right.get_xlabel()
+    plt.close(fig)
+
+
+def test_plot_horizon_vs_base():
+    fig = bb.plot_horizon_vs_base(d=32, base_range=(50.0, 200.0), n_bases=30, lengths=(100,))
+    ax = fig.axes[0]
+    line = ax.get_lines()[0]
+    for b, h in zip(line.get_xdata()[::7], line.get_ydata()[::7], strict=True):
+        assert h == brute_horizon(b, 32, 5000)
+    assert ax.get_xscale() == "log" and ax.get_ylabel()
+    plt.close(fig)
+
+
+def test_plot_min_base_table():
+    rows = [{"L": 1024, "base": 5000.0}, {"L": 2048, "base": 20000.0}]
+    fig = bb.plot_min_base_table(rows)
+    ax = fig.axes[0]
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), [r["base"] for r in rows])
+    labels = [ln.get_label() for ln in ax.get_lines()]
+    assert "Su, archive 10122 (infeasible)" in labels  # 1.2e4 fails for L = 2048
+    assert ax.get_xlabel() == "context length $L$"
+    plt.close(fig)
