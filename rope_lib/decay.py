@@ -47,6 +47,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from . import plotting
 from ._validate import check_base, check_dim, check_positive_int, check_real_array
@@ -591,6 +592,7 @@ def plot_ones_score(
                 fontsize=9,
                 backgroundcolor="white",
             )
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # keep 5-digit tick labels apart
         ax.set_xlabel("relative distance $x$")
         ax.set_ylabel("$g(x)$")
         ax.set_title(f"d = {d}, base = {base:g}")
