@@ -112,8 +112,8 @@ def main() -> None:
         "\nlive-kernel path (compute + matplotlib redraw), seconds, at each model's heaviest settings"
     )
     for model, spec in MODELS.items():
-        heavy = {
-            p.name: p.max
+        heavy = {  # the largest value on each slider's grid
+            p.name: int(p.min + (p.max - p.min) // p.step * p.step)
             for p in spec.params
             if p.name == "d" or p.name in {"max_distance", "max_m", "positions"}
         }

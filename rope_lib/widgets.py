@@ -127,7 +127,7 @@ MODELS: dict[str, Model] = {
             "ones_score",
             "Score of all-ones query and key",
             "Line plot of the RoPE score of an all-ones query and key against relative distance",
-            (_d(), _base(), Param("max_distance", "largest distance", "int", 64, 100000, 64, 1024)),
+            (_d(), _base(), Param("max_distance", "largest distance", "int", 64, 102400, 64, 1024)),
         ),
         Model(
             "schedules",
@@ -149,7 +149,7 @@ MODELS: dict[str, Model] = {
             "similarity_margin",
             "The similarity margin B_m and the context it allows",
             "Line plot of B_m against distance m, with the first negative value marked",
-            (_d(), _base(), Param("max_m", "largest distance m", "int", 256, 200000, 256, 4096)),
+            (_d(), _base(), Param("max_m", "largest distance m", "int", 256, 102400, 256, 4096)),
         ),
     )
 }
