@@ -18,6 +18,7 @@ _MODULES = tuple(
     import_module(f"{__name__}.{name}")
     for name in (
         "frequencies",
+        "symbolic",
         "attention",
         "taylor",
         "sinusoidal",
