@@ -61,6 +61,10 @@ __all__ = [
     "elu_feature_map",
     "linear_attention_weights",
     "linear_attention",
+    "qk_scores",
+    "float32_angle_error",
+    "apply_rope_refusals",
+    "time_rope_routes",
     "plot_rotation_2d",
     "plot_layout_mismatch",
     "plot_accuracy",
@@ -165,14 +169,15 @@ def rotation_matrix(
 
     .. math::
 
-        R_m = \operatorname{diag}\big(B(m\theta_0), \dots, B(m\theta_{d/2-1})\big),\qquad
-        B(\alpha) = \begin{pmatrix}\cos\alpha & -\sin\alpha\\ \sin\alpha & \cos\alpha
+        R_m = \operatorname{diag}\big(\Omega(m\theta_0), \dots, \Omega(m\theta_{d/2-1})\big),\qquad
+        \Omega(\alpha) = \begin{pmatrix}\cos\alpha & -\sin\alpha\\ \sin\alpha & \cos\alpha
         \end{pmatrix},\qquad \theta_i = b^{-2i/d}.
 
     With ``layout="interleaved"`` block :math:`i` acts on coordinates :math:`(2i, 2i+1)`, so
     the matrix is block diagonal; with ``layout="half"`` it acts on :math:`(i, i + d/2)`,
-    which gives :math:`P^\top R_m P` for the permutation :math:`P` of
-    :func:`layout_permutation`.
+    which gives :math:`R^{\text{half}}_m = P R_m P^\top`, where :math:`R_m` is the interleaved
+    matrix and :math:`P` is the permutation matrix with :math:`(Px)_j = x_{p_j}` (the rows of
+    the identity taken in the order :math:`p` of :func:`layout_permutation`).
 
     Parameters
     ----------
@@ -444,17 +449,17 @@ def llama_precompute_freqs_cis(d: int, end: int, base: float = 10000.0) -> Any:
 def llama_apply_rotary_emb(xq: Any, xk: Any, freqs_cis: Any) -> tuple[Any, Any]:
     r"""RoPE as complex multiplication, with the shapes of the LLaMA reference code.
 
-    ``xq`` and ``xk`` have shape ``(B, T, H, d)`` (batch, positions, heads, head dim). Each
-    is viewed as ``(B, T, H, d/2)`` complex numbers :math:`x_{2i} + \mathrm i\, x_{2i+1}`
+    ``xq`` and ``xk`` have shape ``(batch, T, H, d)`` (batch, positions, heads, head dim). Each
+    is viewed as ``(batch, T, H, d/2)`` complex numbers :math:`x_{2i} + \mathrm i\, x_{2i+1}`
     (pairs of adjacent coordinates), multiplied by ``freqs_cis`` of shape ``(T, d/2)``
-    reshaped to ``(1, T, 1, d/2)``, and viewed back as real ``(B, T, H, d)``:
+    reshaped to ``(1, T, 1, d/2)``, and viewed back as real ``(batch, T, H, d)``:
 
     .. math:: (x_{2i} + \mathrm i\, x_{2i+1})\, e^{\mathrm i m\theta_i}.
 
     Parameters
     ----------
     xq, xk : torch.Tensor
-        Floating tensors of shape ``(B, T, H, d)``.
+        Floating tensors of shape ``(batch, T, H, d)``.
     freqs_cis : torch.Tensor
         Complex tensor of shape ``(T, d/2)``, e.g. :func:`llama_precompute_freqs_cis`.
 
@@ -467,17 +472,17 @@ def llama_apply_rotary_emb(xq: Any, xk: Any, freqs_cis: Any) -> tuple[Any, Any]:
 
     for name, t in (("xq", xq), ("xk", xk)):
         if not isinstance(t, torch.Tensor) or t.ndim != 4:
-            raise ValueError(f"{name} must be a 4-D torch tensor (B, T, H, d)")
+            raise ValueError(f"{name} must be a 4-D torch tensor (batch, T, H, d)")
         check_dim(int(t.shape[-1]), name=f"{name}.shape[-1]")
     T, half = xq.shape[1], xq.shape[-1] // 2
     if tuple(freqs_cis.shape) != (T, half):
         raise ValueError(
             f"freqs_cis must have shape (T, d/2) = {(T, half)}, got {tuple(freqs_cis.shape)}"
         )
-    xq_c = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], half, 2))  # (B, T, H, d/2)
+    xq_c = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], half, 2))  # (batch, T, H, d/2)
     xk_c = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], half, 2))
     f = freqs_cis.view(1, T, 1, half)  # broadcast over batch and heads
-    xq_out = torch.view_as_real(xq_c * f).flatten(3)  # (B, T, H, d/2, 2) -> (B, T, H, d)
+    xq_out = torch.view_as_real(xq_c * f).flatten(3)  # (batch, T, H, d/2, 2) -> (batch, T, H, d)
     xk_out = torch.view_as_real(xk_c * f).flatten(3)
     return xq_out.type_as(xq), xk_out.type_as(xk)
 
@@ -596,6 +601,76 @@ def permute_qk_weight(weight: Any, n_heads: int, to: str = "half") -> Any:
 
         return weight[torch.from_numpy(index).to(weight.device)]
     return np.asarray(weight)[index]
+
+
+def qk_scores(
+    x: Any,
+    W_q: Any,
+    W_k: Any,
+    n_heads: int,
+    positions: Any,
+    n_kv_heads: int | None = None,
+    b_q: Any = None,
+    b_k: Any = None,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+) -> np.ndarray:
+    r"""Attention scores of every head with RoPE: ``scores[h, m, n]`` :math:`= q_{h,m}^\top k_{g(h),n}`.
+
+    The tokens ``x`` of shape ``(T, d_model)`` are projected, split into heads, rotated and
+    multiplied,
+
+    .. math::
+
+        q_{h,m} = R_{m}\big(W_q x_m + b_q\big)_{[h]},\qquad
+        k_{g,n} = R_{n}\big(W_k x_n + b_k\big)_{[g]},\qquad
+        g(h) = \Big\lfloor \frac{h}{n_\text{heads} / n_\text{kv}} \Big\rfloor,
+
+    where :math:`(\cdot)_{[h]}` is the block of ``d`` coordinates of head :math:`h`.  With
+    ``n_kv_heads < n_heads`` (grouped-query attention, GQA) consecutive query heads share a
+    key head, as Hugging Face's ``repeat_kv`` arranges them.
+
+    Parameters
+    ----------
+    x : array-like, shape (T, d_model)
+    W_q : array-like, shape (n_heads * d, d_model)
+    W_k : array-like, shape (n_kv_heads * d, d_model)
+    n_heads : int
+    positions : array-like of int, shape (T,)
+    n_kv_heads : int, optional
+        Number of key heads; must divide ``n_heads``.  Default ``n_heads``.
+    b_q, b_k : array-like, optional
+        Biases of shapes ``(n_heads * d,)`` and ``(n_kv_heads * d,)``.
+    base : float
+    layout : {"interleaved", "half"}
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, shape ``(n_heads, T, T)``.
+    """
+    n_heads = check_positive_int(n_heads, "n_heads")
+    n_kv = n_heads if n_kv_heads is None else check_positive_int(n_kv_heads, "n_kv_heads")
+    if n_heads % n_kv:
+        raise ValueError(f"n_kv_heads = {n_kv} must divide n_heads = {n_heads}")
+    x = np.asarray(x, dtype=np.float64)
+    W_q, W_k = np.asarray(W_q, dtype=np.float64), np.asarray(W_k, dtype=np.float64)
+    if x.ndim != 2 or W_q.ndim != 2 or W_k.ndim != 2:
+        raise ValueError("x, W_q and W_k must be 2-D: (T, d_model), (rows, d_model)")
+    if W_q.shape[0] % n_heads:
+        raise ValueError(f"W_q.shape[0] = {W_q.shape[0]} must be a multiple of n_heads")
+    d = check_dim(W_q.shape[0] // n_heads, name="W_q.shape[0] // n_heads")
+    if W_k.shape[0] != n_kv * d:
+        raise ValueError(f"W_k must have n_kv_heads * d = {n_kv * d} rows, got {W_k.shape[0]}")
+    T = x.shape[0]
+
+    def heads(W: np.ndarray, b: Any, count: int) -> np.ndarray:  # (count, T, d), rotated
+        y = x @ W.T + (0.0 if b is None else np.asarray(b, dtype=np.float64))
+        return apply_rope(y.reshape(T, count, d).transpose(1, 0, 2), positions, base, layout)
+
+    q = heads(W_q, b_q, n_heads)
+    k = np.repeat(heads(W_k, b_k, n_kv), n_heads // n_kv, axis=0)
+    return q @ k.transpose(0, 2, 1)
 
 
 # ---------------------------------------------------------------------- accuracy
@@ -737,13 +812,60 @@ def score_error(
     return (np.abs(approx - exact) / norms).max(axis=0)
 
 
+def float32_angle_error(
+    positions: Any, d: int, base: float = 10000.0
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""The angle error of the usual float32 recipe, split into its two causes.
+
+    The recipe (see :func:`cos_sin_tables`) uses :math:`\tilde\theta_i`, the float32 inverse
+    frequencies, and rounds the product to float32, :math:`\tilde\alpha_{m,i} =
+    \operatorname{fl}_{32}(m\tilde\theta_i)`.  Its angle error splits exactly as
+
+    .. math::
+
+        \tilde\alpha_{m,i} - m\theta_i
+        = \underbrace{m(\tilde\theta_i - \theta_i)}_{\text{frequency part}}
+        + \underbrace{\operatorname{fl}_{32}(m\tilde\theta_i) - m\tilde\theta_i}_
+          {\text{product rounding}} .
+
+    The frequency part is RoPE with the slightly different frequencies
+    :math:`\tilde\theta_i`: scores still depend on :math:`n - m` only, and a model trained with
+    the same recipe has learned those frequencies.  The product rounding depends on
+    :math:`m` itself (it is bounded by :math:`2^{-24} m\tilde\theta_i` and vanishes when
+    :math:`m\tilde\theta_i` is a float32 number), so it breaks the shift invariance.
+
+    Both parts are computed in float64, where they are exact for :math:`|m| < 2^{24}`
+    (:math:`\tilde\theta_i` has 24 significant bits, so :math:`m\tilde\theta_i` fits in the 53
+    of float64), up to the float64 rounding of :math:`\theta_i` itself.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        float64 arrays of shape ``(T, d/2)``: the frequency part and the product rounding
+        (signed, radians).
+    """
+    import torch
+
+    pos = _positions(positions)
+    d = check_dim(d)
+    base = check_base(base)
+    if np.abs(pos).max(initial=0) >= 2**24:
+        raise ValueError("positions must be below 2**24 in absolute value (exact in float32)")
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    theta32 = inv_freq.double().numpy()  # the float32 values, exactly
+    exact_product = pos.astype(np.float64)[:, None] * theta32[None, :]  # exact in float64
+    rounded = exact_product.astype(np.float32).astype(np.float64)
+    frequency_part = pos.astype(np.float64)[:, None] * (theta32 - theta(d, base))[None, :]
+    return frequency_part, rounded - exact_product
+
+
 # ---------------------------------------------------------- RoPE with linear attention
 
 
 def elu_feature_map(x: Any) -> np.ndarray:
-    r"""The feature map of Katharopoulos et al.: :math:`\phi(x) = \operatorname{elu}(x) + 1`.
+    r"""The feature map of Katharopoulos et al.: :math:`\psi(x) = \operatorname{elu}(x) + 1`.
 
-    .. math:: \phi(x) = x + 1 \ (x > 0),\qquad \phi(x) = e^{x} \ (x \le 0);
+    .. math:: \psi(x) = x + 1 \ (x > 0),\qquad \psi(x) = e^{x} \ (x \le 0);
 
     positive everywhere, so the linear-attention denominator is positive.
     """
@@ -771,11 +893,11 @@ def linear_attention_weights(
 
     .. math::
 
-        N_{mn} = \big(R_m\phi(q_m)\big)^\top \big(R_n\phi(k_n)\big)
-               = \phi(q_m)^\top R_{n-m}\,\phi(k_n),\qquad
-        D_{mn} = \phi(q_m)^\top \phi(k_n),
+        N_{mn} = \big(R_m\psi(q_m)\big)^\top \big(R_n\psi(k_n)\big)
+               = \psi(q_m)^\top R_{n-m}\,\psi(k_n),\qquad
+        D_{mn} = \psi(q_m)^\top \psi(k_n),
 
-    with :math:`\phi` = :func:`elu_feature_map`.  The output of
+    with :math:`\psi` = :func:`elu_feature_map`.  The output of
     :func:`linear_attention` at :math:`m` is :math:`\sum_n N_{mn} v_n / \sum_n D_{mn}`: the
     rotation enters the numerator only; the denominator stays positive.
 
@@ -801,10 +923,10 @@ def linear_attention(
 
     .. math::
 
-        o_m = \frac{\sum_n \big(R_m\phi(q_m)\big)^\top\big(R_n\phi(k_n)\big)\, v_n}
-                   {\sum_n \phi(q_m)^\top \phi(k_n)}
-            = \frac{\big(R_m\phi(q_m)\big)^\top \sum_n R_n\phi(k_n)\, v_n^\top}
-                   {\phi(q_m)^\top \sum_n \phi(k_n)},
+        o_m = \frac{\sum_n \big(R_m\psi(q_m)\big)^\top\big(R_n\psi(k_n)\big)\, v_n}
+                   {\sum_n \psi(q_m)^\top \psi(k_n)}
+            = \frac{\big(R_m\psi(q_m)\big)^\top \sum_n R_n\psi(k_n)\, v_n^\top}
+                   {\psi(q_m)^\top \sum_n \psi(k_n)},
 
     computed the linear way (the sums over :math:`n` once, or as prefix sums over
     :math:`n \le m` when ``causal``), in :math:`O(T d\, d_v)` instead of :math:`O(T^2)`.
@@ -839,6 +961,116 @@ def linear_attention(
         den = fq @ fk.sum(axis=-2)[..., :, None]
         den = den[..., 0]
     return num / den[..., None]
+
+
+# ------------------------------------------------------------- refusals and timing
+
+
+def apply_rope_refusals() -> dict[str, tuple[str, str]]:
+    r"""Call :func:`apply_rope` with five inputs it must refuse; return what it said.
+
+    The calls: an odd head dimension (``x`` of shape ``(4, 7)``), ``base=1``, a fractional
+    position ``2.5``, one position for four rows, an integer torch tensor.
+
+    Returns
+    -------
+    dict
+        ``{name: (exception class name, message)}``, in the order above.
+
+    Raises
+    ------
+    AssertionError
+        If :func:`apply_rope` accepts one of the calls, or raises something other than
+        ``ValueError`` or ``TypeError``.
+    """
+    import torch
+
+    ok, four = np.zeros((4, 8)), np.arange(4)
+    calls = {
+        "odd d": (np.zeros((4, 7)), four, 10000.0),
+        "base 1": (ok, four, 1.0),
+        "position 2.5": (ok, [0, 1, 2.5, 3], 10000.0),
+        "one position for 4 rows": (ok, [0], 10000.0),
+        "integer tensor": (torch.zeros(4, 8, dtype=torch.int64), four, 10000.0),
+    }
+    said = {}
+    for name, args in calls.items():
+        try:
+            apply_rope(*args)
+        except (ValueError, TypeError) as error:
+            said[name] = (type(error).__name__, str(error))
+        else:
+            raise AssertionError(f"apply_rope accepted the call {name!r}")
+    return said
+
+
+def time_rope_routes(
+    batch: int = 1, heads: int = 8, T: int = 256, d: int = 64, repeats: int = 25, seed: int = 0
+) -> dict[str, float]:
+    r"""Median wall-clock time of each RoPE route, rotating a query and a key, in microseconds.
+
+    A query and a key tensor of shape ``(batch, heads, T, d)``, float32 (positions
+    ``0 .. T-1``, base :math:`10^4`), are rotated ``repeats`` times by each route, the routes
+    taking turns so that they share the machine's state; the tables are built beforehand, as
+    a model builds them once per forward pass.  Routes:
+
+    * ``"explicit matrix"``: :func:`apply_rope_matrix` (float64 numpy; builds the ``T``
+      matrices, :math:`O(T d^2)`);
+    * ``"LLaMA complex"``: :func:`llama_apply_rotary_emb` on the ``(batch, T, heads, d)``
+      views;
+    * ``"rotate_half"``: :func:`apply_rotate_half` with the float32 tables (Hugging Face's
+      formula);
+    * ``"apply_rope interleaved"``, ``"apply_rope half"``: :func:`apply_rope` on the torch
+      tensors (tables cached after the first call);
+    * ``"copy"``: ``clone`` of both tensors, the cost of reading and writing them once.
+
+    torch runs on one thread during the measurement (the previous setting is restored).  The
+    numbers are measurements on the machine that runs the call; nothing here asserts a time.
+
+    Returns
+    -------
+    dict
+        Route name to median time in microseconds, in the order above.
+    """
+    import time
+
+    import torch
+
+    for name, value in (("batch", batch), ("heads", heads), ("T", T), ("repeats", repeats)):
+        check_positive_int(value, name)
+    d = check_dim(d)
+    gen = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(2, batch, heads, T, d, generator=gen)
+    q_l, k_l = q.transpose(1, 2), k.transpose(1, 2)  # LLaMA's (batch, T, heads, d) views
+    q_np, k_np = q.numpy(), k.numpy()
+    pos = np.arange(T)
+    freqs_cis = llama_precompute_freqs_cis(d, T)
+    cos, sin = rotate_half_cos_sin(pos, d)
+    routes = {
+        "explicit matrix": lambda: (apply_rope_matrix(q_np, pos), apply_rope_matrix(k_np, pos)),
+        "LLaMA complex": lambda: llama_apply_rotary_emb(q_l, k_l, freqs_cis),
+        "rotate_half": lambda: (apply_rotate_half(q, cos, sin), apply_rotate_half(k, cos, sin)),
+        "apply_rope interleaved": lambda: (apply_rope(q, pos), apply_rope(k, pos)),
+        "apply_rope half": lambda: (
+            apply_rope(q, pos, layout="half"),
+            apply_rope(k, pos, layout="half"),
+        ),
+        "copy": lambda: (q.clone(), k.clone()),
+    }
+    times: dict[str, list[float]] = {name: [] for name in routes}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # on a shared machine, thread contention swamps small shapes
+    try:
+        for route in routes.values():  # warm-up: caches, allocator
+            route()
+        for _ in range(repeats):
+            for name, route in routes.items():
+                start = time.perf_counter()
+                route()
+                times[name].append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return {name: 1e6 * float(np.median(t)) for name, t in times.items()}
 
 
 # ---------------------------------------------------------------------- figures

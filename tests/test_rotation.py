@@ -30,20 +30,24 @@ import rope_lib
 from rope_lib import (
     apply_rope,
     apply_rope_matrix,
+    apply_rope_refusals,
     apply_rotate_half,
     cos_sin_tables,
     elu_feature_map,
+    float32_angle_error,
     layout_permutation,
     linear_attention,
     linear_attention_weights,
     llama_apply_rotary_emb,
     llama_precompute_freqs_cis,
     permute_qk_weight,
+    qk_scores,
     rotate_half,
     rotate_half_cos_sin,
     rotation_matrix,
     score_error,
     table_error,
+    time_rope_routes,
 )
 
 # ----------------------------------------------------------------- independent routes
@@ -382,6 +386,97 @@ def test_permute_qk_weight_matches_converter_and_keeps_scores(n_heads, d):
     assert np.all(np.abs(forgotten - original)[:, off].max(axis=-1) > 1e-3)
 
 
+@pytest.mark.parametrize("d", [6, 8, 16, 64])
+@pytest.mark.parametrize("m", [-7, 1, 3, 1000])
+def test_half_layout_matrix_is_P_R_PT(d, m):
+    """The claim of rotation_matrix's docstring: R_half = P R_m P^T with (P x)_j = x_{p_j}.
+
+    R_half is read off apply_rope(layout="half") column by column (an independent route from
+    rotation_matrix(layout="half")); the transposed order P^T R_m P differs for d >= 6.
+    """
+    P = np.eye(d)[layout_permutation(d)]  # rows of the identity in the order p
+    x = np.random.default_rng(d).standard_normal(d)
+    np.testing.assert_array_equal(P @ x, x[layout_permutation(d)])  # (P x)_j = x_{p_j}
+    R = rotation_matrix(m, d)
+    columns = apply_rope(np.eye(d)[:, None, :], [m], layout="half")[:, 0, :]  # row j = R e_j
+    R_half = columns.T
+    np.testing.assert_allclose(P @ R @ P.T, R_half, atol=1e-14)
+    np.testing.assert_allclose(rotation_matrix(m, d, layout="half"), R_half, atol=1e-14)
+    assert np.abs(P.T @ R @ P - R_half).max() > 1e-3  # the other order is wrong
+
+
+def test_qk_scores_against_explicit_matrices():
+    """Scores per head from rotation_matrix and explicit loops, with GQA and biases."""
+    rng = np.random.default_rng(11)
+    T, n_heads, n_kv, d, d_model = 5, 4, 2, 8, 12
+    x = rng.standard_normal((T, d_model))
+    W_q, b_q = rng.standard_normal((n_heads * d, d_model)), rng.standard_normal(n_heads * d)
+    W_k, b_k = rng.standard_normal((n_kv * d, d_model)), rng.standard_normal(n_kv * d)
+    pos = np.array([0, 3, 4, 10, 11])
+    for layout in ("interleaved", "half"):
+        got = qk_scores(x, W_q, W_k, n_heads, pos, n_kv, b_q, b_k, layout=layout)
+        expected = np.empty((n_heads, T, T))
+        for h in range(n_heads):
+            g = h // (n_heads // n_kv)  # query heads 0,1 -> key head 0; 2,3 -> 1
+            for a in range(T):
+                for c in range(T):
+                    q = rotation_2x2(pos[a], d, layout=layout) @ (
+                        W_q[h * d : (h + 1) * d] @ x[a] + b_q[h * d : (h + 1) * d]
+                    )
+                    k = rotation_2x2(pos[c], d, layout=layout) @ (
+                        W_k[g * d : (g + 1) * d] @ x[c] + b_k[g * d : (g + 1) * d]
+                    )
+                    expected[h, a, c] = q @ k
+        np.testing.assert_allclose(got, expected, atol=1e-10)
+    with pytest.raises(ValueError, match="n_kv_heads"):
+        qk_scores(x, W_q, W_k, n_heads, pos, 3)
+
+
+def test_gqa_converter_permutes_keys_per_kv_head_and_biases():
+    """Interleaved -> half for GQA: W_q and b_q per n_heads, W_k and b_k per n_kv_heads.
+
+    Hugging Face's converter permutes the key projection with n_kv_heads; the permuted
+    checkpoint gives the same scores in the half layout.  Permuting W_k per n_heads, or
+    forgetting the biases, changes the scores away from distance 0.
+    """
+    rng = np.random.default_rng(12)
+    T, n_heads, n_kv, d, d_model = 9, 8, 2, 16, 24
+    x = rng.standard_normal((T, d_model))
+    W_q, b_q = rng.standard_normal((n_heads * d, d_model)), rng.standard_normal(n_heads * d)
+    W_k, b_k = rng.standard_normal((n_kv * d, d_model)), rng.standard_normal(n_kv * d)
+    pos = np.arange(T) * 3
+    np.testing.assert_array_equal(
+        permute_qk_weight(W_k, n_kv), hf_converter_permute(torch.from_numpy(W_k), n_kv).numpy()
+    )
+    original = qk_scores(x, W_q, W_k, n_heads, pos, n_kv, b_q, b_k)
+    right = (
+        permute_qk_weight(W_q, n_heads),
+        permute_qk_weight(W_k, n_kv),
+        permute_qk_weight(b_q, n_heads),
+        permute_qk_weight(b_k, n_kv),
+    )
+    converted = qk_scores(
+        x, right[0], right[1], n_heads, pos, n_kv, right[2], right[3], layout="half"
+    )
+    np.testing.assert_allclose(converted, original, atol=1e-9)
+    off = ~np.eye(T, dtype=bool)
+    wrong_k = permute_qk_weight(W_k, n_heads)  # per query head: wrong blocks for GQA
+    wrong = qk_scores(
+        x,
+        right[0],
+        wrong_k,
+        n_heads,
+        pos,
+        n_kv,
+        right[2],
+        permute_qk_weight(b_k, n_heads),
+        layout="half",
+    )
+    assert np.abs(wrong - original)[:, off].max() > 1e-2
+    no_bias = qk_scores(x, right[0], right[1], n_heads, pos, n_kv, b_q, b_k, layout="half")
+    assert np.abs(no_bias - original)[:, off].max() > 1e-2
+
+
 # ----------------------------------------------------------------------- accuracy
 
 
@@ -497,6 +592,70 @@ def test_score_error_float32_recipe_equals_hugging_face_pipeline(hf):
     np.testing.assert_allclose(
         score_error(pos, d, base, "float32"), expected, rtol=1e-6, atol=1e-12
     )
+
+
+def test_float32_angle_error_split():
+    """frequency part + product rounding = the recipe's angle error; the parts behave as stated."""
+    d, base = 128, 10000.0
+    pos = np.array([0, 1, 2, 1024, 12345, 10**6, 2**23 + 1])
+    freq, rounding = float32_angle_error(pos, d, base)
+    # Independent route for the total: the recipe's float32 angle, from torch, against mpmath.
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    angle32 = (torch.from_numpy(pos).float()[:, None] * inv_freq[None, :]).double().numpy()
+    with mpmath.workdps(40):
+        exact = np.array(
+            [
+                [
+                    float(mpmath.mpf(int(m)) * mpmath.power(base, mpmath.mpf(-2 * i) / d))
+                    for i in range(d // 2)
+                ]
+                for m in pos
+            ]
+        )
+    np.testing.assert_allclose(freq + rounding, angle32 - exact, rtol=0, atol=1e-9)
+    # The frequency part is linear in m: a fixed change of frequencies.
+    np.testing.assert_allclose(
+        freq[1:] / pos[1:, None], np.broadcast_to(freq[1], freq[1:].shape), rtol=1e-9, atol=1e-20
+    )
+    # Product rounding: none where m theta~ is a float32 number (m = 0, 1, 2, 1024), at most
+    # half an ulp elsewhere, and not zero at large m.
+    assert np.all(rounding[:4] == 0)
+    bound = 2.0**-24 * np.abs(pos[:, None] * inv_freq.double().numpy()[None, :])
+    assert np.all(np.abs(rounding) <= bound)
+    assert np.abs(rounding[5]).max() > 1e-3
+    with pytest.raises(ValueError, match="2\\*\\*24"):
+        float32_angle_error([2**24], d, base)
+
+
+def test_apply_rope_refusals():
+    said = apply_rope_refusals()
+    assert list(said) == [
+        "odd d",
+        "base 1",
+        "position 2.5",
+        "one position for 4 rows",
+        "integer tensor",
+    ]
+    expected_words = ["x.shape[-1]", "base", "positions", "positions", "x must be"]
+    for (kind, message), word in zip(said.values(), expected_words, strict=True):
+        assert kind in ("ValueError", "TypeError")
+        assert word in message
+
+
+def test_time_rope_routes_reports_every_route():
+    """No assert on speed: only that every route ran and got a positive, finite time."""
+    threads = torch.get_num_threads()
+    times = time_rope_routes(batch=1, heads=2, T=16, d=8, repeats=3)
+    assert list(times) == [
+        "explicit matrix",
+        "LLaMA complex",
+        "rotate_half",
+        "apply_rope interleaved",
+        "apply_rope half",
+        "copy",
+    ]
+    assert all(np.isfinite(t) and t > 0 for t in times.values())
+    assert torch.get_num_threads() == threads
 
 
 # ------------------------------------------------------------- linear attention
