@@ -6,12 +6,15 @@ What this module computes
   :math:`g(x) = 2\sum_i \cos(x\theta_i)`, and :func:`exp_sum`, the complex sum
   :math:`\sum_i e^{\mathrm i x\theta_i}` behind it, for any frequencies.
 * :func:`roformer_bound`: the "relative upper bound" of RoFormer, section 3.4.3,
-  :math:`\frac{1}{d/2}\sum_{j=1}^{d/2}|S_j(x)|` with
-  :math:`S_j = \sum_{i<j} e^{\mathrm i x\theta_i}`.
+  :math:`\bar S(x) = \frac{1}{d/2}\sum_{j=1}^{d/2}|S_j(x)|` with
+  :math:`S_j = \sum_{i<j} e^{\mathrm i x\theta_i}`, and :func:`abel_bound`, the bound it
+  gives for a particular query and key.
 * :func:`integral_score`: the continuum view, :math:`d\,\mathrm{Re}\int_0^1 e^{\mathrm i x b^{-t}}dt
   = d\,(\mathrm{Ci}(x) - \mathrm{Ci}(x/b))/\ln b`.
 * Other frequency schedules :math:`\theta_t` (:func:`schedule_theta`, :func:`schedule_score`,
-  :func:`schedule_integral`), the slowest period (:func:`quarter_period`), the Monte Carlo
+  :func:`schedule_integral`, :func:`schedule_envelope`, :func:`envelope_crossover`), the
+  slowest period (:func:`quarter_period`), the gap between the sum and the integral
+  (:func:`undersampled_terms`, :func:`gap_rms`), the Monte Carlo
   expectation of the score for random queries and keys (:func:`monte_carlo_score`), and one
   plotting function per figure of the chapter (the diagonal-:math:`H` figure uses
   :func:`rope_lib.sinusoidal.diagonal_h_parts`).
@@ -57,14 +60,18 @@ __all__ = [
     "exp_sum",
     "ones_score",
     "roformer_bound",
+    "abel_bound",
     "periods",
     "quarter_period",
     "integral_score",
     "undersampled_terms",
+    "gap_rms",
     "schedule_theta",
     "schedule_frequencies",
     "schedule_score",
     "schedule_integral",
+    "schedule_envelope",
+    "envelope_crossover",
     "monte_carlo_score",
     "plot_counterexamples",
     "plot_ones_score",
@@ -241,13 +248,15 @@ def _mean_abs_partial_sums(x: np.ndarray, ix: np.ndarray | None, freqs: np.ndarr
 def roformer_bound(distance: Any, d: int, base: float = 10000.0) -> np.ndarray | np.float64:
     r"""RoFormer's relative upper bound on the RoPE score (Su et al., section 3.4.3).
 
-    .. math:: B(x) = \frac{1}{d/2}\sum_{j=1}^{d/2}\lvert S_j(x)\rvert, \qquad
+    .. math:: \bar S(x) = \frac{1}{d/2}\sum_{j=1}^{d/2}\lvert S_j(x)\rvert, \qquad
               S_j(x) = \sum_{i=0}^{j-1} e^{\mathrm i x\theta_i}, \qquad \theta_i = b^{-2i/d}.
 
     By Abel summation, :math:`\lvert\sum_i h_i e^{\mathrm i x\theta_i}\rvert \le
-    \max_i\lvert h_{i+1}-h_i\rvert\,\tfrac d2\,B(x)` with :math:`h_{d/2} = 0`, where
-    :math:`h_i = \tilde q_i \overline{\tilde k_i}` pairs the coordinates of q and k.
-    ``B(0) = (d/2 + 1)/2``.
+    \max_i\lvert h_{i+1}-h_i\rvert\,\tfrac d2\,\bar S(x)` with :math:`h_{d/2} = 0`, where
+    :math:`h_i = \tilde q_i \overline{\tilde k_i}` pairs the coordinates of q and k
+    (:func:`abel_bound`). :math:`\bar S(0) = (d/2 + 1)/2`. Since
+    :math:`|S_j| + |S_{j+1}| \ge |S_{j+1} - S_j| = 1`, :math:`\bar S(x) \ge 1/2` for every
+    real x.
 
     Parameters
     ----------
@@ -268,6 +277,35 @@ def roformer_bound(distance: Any, d: int, base: float = 10000.0) -> np.ndarray |
     return _scalar_or_array(_mean_abs_partial_sums(x, ix, freqs))
 
 
+def abel_bound(q: Any, k: Any, distance: Any, base: float = 10000.0) -> np.ndarray | np.float64:
+    r"""RoFormer's Abel-summation bound on :math:`|q^\top R_x k|` for a given query and key.
+
+    .. math:: \big|q^\top R_x k\big| \le \Big(\max_{0 \le i < d/2}|h_{i+1} - h_i|\Big)
+              \sum_{j=1}^{d/2}|S_j(x)|, \qquad h_i = \tilde q_i\overline{\tilde k_i},
+              \quad h_{d/2} = 0,
+
+    with :math:`\tilde q_i = q_{2i} + \mathrm i q_{2i+1}` (interleaved pairs) and
+    :math:`\sum_j |S_j| = \frac d2\,\bar S(x)` from :func:`roformer_bound`.
+
+    Parameters
+    ----------
+    q, k : array_like
+        Real vectors of the same even length d.
+    distance : float or array_like
+        Relative distance(s) :math:`x`.
+    base : float
+        RoPE base :math:`b > 1`.
+    """
+    q = check_real_array(q, "q")
+    k = check_real_array(k, "k")
+    if q.ndim != 1 or q.shape != k.shape:
+        raise ValueError(f"q and k must be 1-D of the same length, got {q.shape} and {k.shape}")
+    d = check_dim(q.size)
+    h = (q[0::2] + 1j * q[1::2]) * np.conj(k[0::2] + 1j * k[1::2])
+    step = float(np.abs(np.diff(np.append(h, 0.0))).max())
+    return _scalar_or_array(np.asarray(step * (d // 2) * roformer_bound(distance, d, base)))
+
+
 def periods(d: int, base: float = 10000.0) -> np.ndarray:
     r"""Periods :math:`T_i = 2\pi/\theta_i = 2\pi b^{2i/d}` of the d/2 terms of the score.
 
@@ -279,8 +317,9 @@ def periods(d: int, base: float = 10000.0) -> np.ndarray:
 def quarter_period(d: int, base: float = 10000.0) -> float:
     r"""A quarter of the slowest period, :math:`T_{d/2-1}/4 = \tfrac{\pi}{2} b^{(d-2)/d}`.
 
-    For :math:`0 \le x < T_{d/2-1}/4` the slowest term :math:`\cos(x\theta_{d/2-1})` is still
-    decreasing. For :math:`b = 10^4` this is :math:`\tfrac{\pi}{2}10^{4-8/d}`.
+    The slowest term :math:`\cos(x\theta_{d/2-1})` is positive on :math:`[0, T_{d/2-1}/4)` and
+    crosses zero at :math:`T_{d/2-1}/4`; it keeps decreasing until :math:`T_{d/2-1}/2`, where it
+    reaches -1. For :math:`b = 10^4` this is :math:`\tfrac{\pi}{2}10^{4-8/d}`.
     """
     d = check_dim(d)
     base = check_base(base)
@@ -342,10 +381,10 @@ def undersampled_terms(distance: Any, d: int, base: float = 10000.0) -> np.ndarr
     to term i+1. Term i is undersampled (step > :math:`\pi`, past the Nyquist limit) when
     :math:`\theta_i > x_*/x` with :math:`x_* = \pi d/(2\ln b)`; their number is
 
-    .. math:: k(x) = \operatorname{clip}\Big(\frac{d}{2\ln b}\ln\frac{x}{x_*},\ 0,\ \frac d2\Big).
+    .. math:: \nu(x) = \operatorname{clip}\Big(\frac{d}{2\ln b}\ln\frac{x}{x_*},\ 0,\ \frac d2\Big).
 
     Treating those terms as random phases, the sum departs from the integral by a noise of
-    root mean square :math:`\sqrt{2k(x)}` (each :math:`2\cos` of a uniform phase has variance 2).
+    root mean square :math:`\sqrt{2\nu(x)}` (each :math:`2\cos` of a uniform phase has variance 2).
     A heuristic estimate, checked numerically in the chapter; not a bound.
     """
     d = check_dim(d)
@@ -353,8 +392,38 @@ def undersampled_terms(distance: Any, d: int, base: float = 10000.0) -> np.ndarr
     x = np.abs(check_real_array(distance, "distance"))
     x_star = np.pi * d / (2.0 * np.log(base))
     with np.errstate(divide="ignore"):
-        k = d / (2.0 * np.log(base)) * np.log(x / x_star)
-    return _scalar_or_array(np.clip(k, 0.0, d / 2))
+        nu = d / (2.0 * np.log(base)) * np.log(x / x_star)
+    return _scalar_or_array(np.clip(nu, 0.0, d / 2))
+
+
+def gap_rms(
+    windows: Sequence[tuple[int, int]], d: int, base: float = 10000.0
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Root mean square of the gap between the sum and the integral, and its random-phase model.
+
+    For each window :math:`[lo, hi)` of integer distances, returns
+
+    .. math:: \Big(\operatorname{mean}_{lo \le x < hi}\big(g(x) - I(x)\big)^2\Big)^{1/2}
+              \quad\text{and}\quad
+              \Big(\operatorname{mean}_{lo \le x < hi}\ 2\nu(x)\Big)^{1/2},
+
+    where :math:`g` is :func:`ones_score`, :math:`I` is :func:`integral_score` and
+    :math:`\nu` is :func:`undersampled_terms`.
+
+    Returns
+    -------
+    (rms, model) : tuple of numpy.ndarray
+        One entry per window.
+    """
+    rms, model = [], []
+    for lo, hi in windows:
+        lo = check_positive_int(lo, "window start", minimum=0)
+        hi = check_positive_int(hi, "window end", minimum=lo + 1)
+        x = np.arange(lo, hi)
+        gap = ones_score(x, d, base) - integral_score(x, d, base)
+        rms.append(np.sqrt(np.mean(gap**2)))
+        model.append(np.sqrt(np.mean(2.0 * undersampled_terms(x, d, base))))
+    return np.array(rms), np.array(model)
 
 
 # --------------------------------------------------------------------------------------------
@@ -463,6 +532,70 @@ def schedule_integral(distance: Any, schedule: str) -> np.ndarray | np.float64:
     flat = np.abs(x.ravel())
     out = np.array([_power_integral(float(v), p) for v in flat])
     return _scalar_or_array(out.reshape(x.shape))
+
+
+def _power_level(alpha: float) -> float:
+    from scipy.special import gamma
+
+    return float(gamma(1.0 + 1.0 / alpha) * np.cos(0.5 * np.pi / alpha))
+
+
+def schedule_envelope(distance: Any, schedule: str) -> np.ndarray | np.float64:
+    r"""Long-range envelope of :func:`schedule_integral`, for distances x > 0.
+
+    * ``"b^-t"``: :math:`E_b(x) = (|E_1(\mathrm i x)| + |E_1(\mathrm i x/b)|)/\ln b`. Since
+      :math:`E_1(\mathrm i z) = -\mathrm{Ci}(z) + \mathrm i(\mathrm{Si}(z) - \pi/2)`, it is
+      an upper bound on :math:`|\mathrm{Ci}(x) - \mathrm{Ci}(x/b)|/\ln b` at every x > 0,
+      and it tends to :math:`b/(x\ln b)` for :math:`x \gg b`.
+    * ``"t^alpha"``, alpha > 1: the level
+      :math:`P_\alpha(x) = \Gamma(1 + \tfrac1\alpha)\cos(\tfrac{\pi}{2\alpha})\,x^{-1/\alpha}`,
+      from which the integral differs by at most :math:`2/(\alpha x)` (integrate the tail
+      :math:`\int_1^\infty u^{1/\alpha - 1}\cos(xu)\,du` by parts). Not a bound: the
+      integral stays near this positive level and does not oscillate around zero.
+    * ``"t"``: :math:`1/x`, the envelope of :math:`\sin x / x`.
+    """
+    from scipy.special import exp1
+
+    kind, p = _parse_schedule(schedule)
+    x = np.abs(check_real_array(distance, "distance"))
+    if np.any(x == 0):
+        raise ValueError("distance must be nonzero: the envelopes are for x > 0")
+    if kind == "exponential":
+        out = (np.abs(exp1(1j * x)) + np.abs(exp1(1j * x / p))) / np.log(p)
+    elif p == 1.0:
+        out = 1.0 / x
+    elif p > 1.0:
+        out = _power_level(p) * x ** (-1.0 / p)
+    else:
+        raise ValueError(f"schedule '{schedule}': envelopes are given for 't^alpha' with alpha > 1")
+    return _scalar_or_array(np.asarray(out, dtype=np.float64))
+
+
+def envelope_crossover(base: float, alpha: float) -> float:
+    r"""Distance at which the envelope of :math:`\theta_t = b^{-t}` falls below the level of
+    :math:`\theta_t = t^\alpha` (:func:`schedule_envelope`), for alpha > 1.
+
+    Solves :math:`E_b(x) = P_\alpha(x)` for x by Brent's method on :math:`\ln x` in
+    :math:`[b/10, 10^{15}]`; :math:`E_b > P_\alpha` at the left end is required. For
+    :math:`x \gg b` the equation reads :math:`b/(x\ln b) = P_\alpha(x)`, whose root is
+    :math:`x_c = \big(b/(\Gamma(1+\frac1\alpha)\cos\frac{\pi}{2\alpha}\ln b)\big)^{\alpha/(\alpha-1)}`.
+    """
+    from scipy.optimize import brentq
+
+    base = check_base(base)
+    alpha = float(check_real_array(alpha, "alpha"))
+    if not alpha > 1.0:
+        raise ValueError(f"alpha must be > 1, got {alpha}")
+    exp_s, pow_s = f"{base!r}^-t", f"t^{alpha!r}"
+
+    def diff(log_x: float) -> float:
+        x = np.exp(log_x)
+        return float(np.log(schedule_envelope(x, exp_s)) - np.log(schedule_envelope(x, pow_s)))
+
+    lo, hi = np.log(base / 10.0), np.log(1e15)
+    if not (diff(lo) > 0 > diff(hi)):
+        raise ValueError(f"no crossover in [b/10, 1e15] for base {base} and alpha {alpha}")
+    return float(np.exp(brentq(diff, lo, hi, xtol=1e-12)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -634,7 +767,7 @@ def plot_sum_vs_integral(d: int = 128, base: float = 10000.0, max_distance: int 
     r"""Figure: the discrete :math:`g(x)` against :math:`d\,\mathrm{Re}\int_0^1
     e^{\mathrm i x b^{-t}}dt` for integer x in [1, max_distance] (log x axis), and their
     difference in a second panel with the random-phase envelope
-    :math:`\pm\sqrt{2k(x)}` of :func:`undersampled_terms` and the Nyquist distance
+    :math:`\pm\sqrt{2\nu(x)}` of :func:`undersampled_terms` and the Nyquist distance
     :math:`x_* = \pi d/(2\ln b)`."""
     d = check_dim(d)
     x = _grid_distances(max_distance)[1:]
@@ -654,7 +787,7 @@ def plot_sum_vs_integral(d: int = 128, base: float = 10000.0, max_distance: int 
     ax.legend(loc="upper right")
     ax2.plot(x, g - integral, lw=0.6, label="sum - integral", **plotting.line_style(2))
     envelope = np.sqrt(2.0 * undersampled_terms(x, d, base))
-    ax2.plot(x, envelope, lw=1.4, label=r"$\pm\sqrt{2k(x)}$", **plotting.line_style(3))
+    ax2.plot(x, envelope, lw=1.4, label=r"$\pm\sqrt{2\nu(x)}$", **plotting.line_style(3))
     ax2.plot(x, -envelope, lw=1.4, **plotting.line_style(3))
     ax2.axvline(
         np.pi * d / (2 * np.log(base)),

@@ -159,7 +159,56 @@ def test_abel_bound_holds_for_random_q_k(x, seed, d):
     assert abs(score) <= step * (d // 2) * decay.roformer_bound(x, d) + 1e-9
 
 
+def test_abel_bound_matches_explicit_formula_and_holds():
+    rng = np.random.default_rng(3)
+    for d, x in [(4, 17), (16, -250), (128, 3.5)]:
+        q, k = rng.standard_normal(d), rng.standard_normal(d)
+        h = (q[0::2] - 1j * q[1::2]) * (k[0::2] + 1j * k[1::2])  # conj(q~) k~: same steps
+        step = np.abs(np.diff(np.append(h, 0.0))).max()
+        expected = step * (d // 2) * mp_bound(x, d)
+        assert decay.abel_bound(q, k, x) == pytest.approx(expected, rel=1e-12)
+        assert abs(q @ rotation(x, d) @ k) <= expected + 1e-9
+
+
+def test_abel_bound_for_ones_is_vacuous_up_to_a_million_but_not_forever():
+    # q = k = 1: h_i = 2, only the last step (2) survives, so the bound is 2 sum_j |S_j|.
+    ones = np.ones(128)
+    for x, above in [(940_249, True), (49_703_806, False)]:
+        expected = 2 * 64 * mp_bound(x, 128)
+        assert decay.abel_bound(ones, ones, x) == pytest.approx(expected, rel=1e-7)  # x theta error
+        assert (expected > 128) == above
+    # independent route over every integer 0..1e6: direct float64 partial sums, in blocks
+    t, lowest, where = f64_theta(128), np.inf, -1
+    for start in range(0, 1_000_001, 100_000):
+        x = np.arange(start, min(start + 100_000, 1_000_001), dtype=float)
+        total = 2 * np.abs(np.cumsum(np.exp(1j * np.multiply.outer(x, t)), axis=1)).sum(axis=1)
+        if total.min() < lowest:
+            lowest, where = total.min(), start + int(np.argmin(total))
+    assert lowest > 128 and where == 940_249
+    assert lowest == pytest.approx(136.9269, abs=1e-3)
+
+
+@given(x=st.floats(-1e6, 1e6, allow_nan=False), d=st.sampled_from([2, 4, 16, 64, 128]))
+def test_mean_partial_sum_is_at_least_one_half(x, d):
+    # |S_1| = 1 and |S_j| + |S_{j+1}| >= 1, so the mean of |S_j| is >= 1/2 for every real x
+    partial = np.cumsum(np.exp(1j * x * f64_theta(d)))
+    assert np.abs(partial).mean() >= 0.5 - 1e-12
+    assert decay.roformer_bound(x, d) >= 0.5 - 1e-12
+
+
 # ---------------------------------------------------------------------------------- periods
+def test_quarter_period_is_where_the_slowest_term_crosses_zero_not_where_it_turns():
+    for d, base in [(4, 1e4), (128, 1e4), (256, 5e5)]:
+        t_slow = mp.power(mp.mpf(base), -mp.mpf(d - 2) / d)
+        q = mp.mpf(decay.quarter_period(d, base))
+        assert abs(mp.cos(q * t_slow)) < 1e-12  # zero crossing at T/4 ...
+        assert mp.cos(0.99 * q * t_slow) > 0 > mp.cos(1.01 * q * t_slow)
+        # ... and still decreasing past it, up to T/2 = 2q, increasing after
+        between = [mp.cos(q * (1 + mp.mpf(j) / 10) * t_slow) for j in range(11)]
+        assert all(a > b for a, b in zip(between[:-1], between[1:], strict=True))
+        assert mp.cos(2.1 * q * t_slow) > mp.cos(2 * q * t_slow)
+
+
 def test_periods_and_quarter_period():
     d = 256
     np.testing.assert_allclose(decay.periods(d), 2 * np.pi * 10 ** (8 * np.arange(128) / d))
@@ -189,6 +238,33 @@ def test_integral_score_tends_to_d_and_is_even():
     np.testing.assert_allclose(decay.integral_score(x, 128), 128.0, atol=1e-5)
     assert decay.integral_score(0.0, 128) == 128.0
     np.testing.assert_allclose(decay.integral_score(-x, 128), decay.integral_score(x, 128))
+
+
+def test_first_zero_of_integral_score_is_near_c0_b_not_b_exp_minus_gamma():
+    c0 = mp.findroot(mp.ci, 0.6)  # first zero of Ci
+    assert float(c0) == pytest.approx(0.6165054856, abs=1e-10)
+    for base in (1e3, 1e4, 1e6):
+        b = mp.mpf(base)
+        root = mp.findroot(lambda x, b=b: mp.ci(x) - mp.ci(x / b), c0 * b)
+        assert abs(root - c0 * b) < 3
+        assert decay.integral_score(float(root) - 0.5, 2, base) > 0
+        assert decay.integral_score(float(root) + 0.5, 2, base) < 0
+        # the zero of the log law, b e^{-gamma}, is still well before the root
+        assert decay.integral_score(base * np.exp(-np.euler_gamma), 2, base) > 0
+        assert float(root) / (base * np.exp(-np.euler_gamma)) > 1.08
+
+
+def test_gap_rms_against_direct_sums_and_mpmath_ci():
+    d, base = 32, 1e4
+    for lo, hi in [(50, 400), (2000, 2600)]:
+        x = np.arange(lo, hi)
+        g = 2 * np.cos(np.multiply.outer(x.astype(float), f64_theta(d, base))).sum(axis=1)
+        b = mp.mpf(base)
+        integral = np.array([float(d * (mp.ci(v) - mp.ci(v / b)) / mp.log(b)) for v in x])
+        nu = np.clip(d / (2 * np.log(base)) * np.log(x / (np.pi * d / (2 * np.log(base)))), 0, 16)
+        rms, model = decay.gap_rms([(lo, hi)], d, base)
+        assert rms[0] == pytest.approx(np.sqrt(np.mean((g - integral) ** 2)), rel=1e-9)
+        assert model[0] == pytest.approx(np.sqrt(np.mean(2 * nu)), rel=1e-12)
 
 
 def test_undersampled_terms_counts_terms_past_nyquist():
@@ -249,6 +325,54 @@ def test_schedule_frequencies_and_score():
         decay.schedule_score(x, 64, "1e4^-t"), decay.ones_score(x, 64), atol=1e-10
     )
     assert decay.schedule_theta(0.5, "t") == 0.5
+
+
+def test_schedule_envelopes_against_mpmath():
+    x = np.array([0.3, 5.0, 700.0, 3e4, 2e6])
+    b = mp.mpf(1000)
+    expected = [float((abs(mp.e1(1j * v)) + abs(mp.e1(1j * v / b))) / mp.log(b)) for v in x]
+    np.testing.assert_allclose(decay.schedule_envelope(x, "1000^-t"), expected, rtol=1e-12)
+    assert decay.schedule_envelope(1e7, "1000^-t") == pytest.approx(
+        1000 / (1e7 * np.log(1e3)), rel=1e-3
+    )
+    level4 = float(mp.gamma(1 + mp.mpf(1) / 4) * mp.cos(mp.pi / 8))
+    np.testing.assert_allclose(decay.schedule_envelope(x, "t^4"), level4 * x**-0.25, rtol=1e-13)
+    np.testing.assert_allclose(decay.schedule_envelope(x, "t"), 1 / x, rtol=1e-15)
+
+
+@pytest.mark.parametrize("alpha", [2.0, 4.0])
+@pytest.mark.parametrize("x", [30.0, 300.0, 4000.0])
+def test_power_integral_stays_within_two_over_alpha_x_of_its_level(alpha, x):
+    level = float(decay.schedule_envelope(x, f"t^{alpha}"))
+    assert abs(mp_power_integral(x, alpha) - level) <= 2 / (alpha * x)
+
+
+def test_exponential_envelope_bounds_the_score():
+    x = np.geomspace(0.5, 1e6, 300)
+    for s in ("10000^-t", "1000^-t"):
+        assert np.all(np.abs(decay.schedule_integral(x, s)) <= decay.schedule_envelope(x, s))
+
+
+def test_envelope_crossover_against_closed_form_and_mpmath():
+    def mp_crossover(base, alpha):
+        b, a = mp.mpf(base), mp.mpf(alpha)
+        level = mp.gamma(1 + 1 / a) * mp.cos(mp.pi / (2 * a))
+
+        def f(lx):
+            x = mp.e**lx
+            return mp.log((abs(mp.e1(1j * x)) + abs(mp.e1(1j * x / b))) / mp.log(b)) - mp.log(
+                level * x ** (-1 / a)
+            )
+
+        return float(mp.e ** mp.findroot(f, mp.log(b)))
+
+    for base, alpha in [(1e4, 2.0), (1e4, 4.0), (1e3, 4.0)]:
+        xc = decay.envelope_crossover(base, alpha)
+        assert xc == pytest.approx(mp_crossover(base, alpha), rel=1e-8)
+    # far beyond the base the asymptotic envelope b / (x ln b) gives the closed form
+    level2 = float(mp.gamma(1.5) * mp.cos(mp.pi / 4))
+    closed = (1e4 / (level2 * np.log(1e4))) ** 2
+    assert decay.envelope_crossover(1e4, 2.0) == pytest.approx(closed, rel=1e-3)
 
 
 # ---------------------------------------------------------------------------------- Monte Carlo
@@ -313,6 +437,12 @@ def test_monte_carlo_agrees_with_exact_expectation(kind, factor):
         (lambda: decay.plot_roformer_bound(max_distance=0), ValueError, "max_distance"),
         (lambda: decay.plot_schedules(short_max=100, long_max=50), ValueError, "short_max"),
         (lambda: decay.plot_ones_score(ds=()), ValueError, "ds"),
+        (lambda: decay.abel_bound([1.0, 2.0], [1.0], 3), ValueError, "same length"),
+        (lambda: decay.abel_bound([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], 3), ValueError, "d must"),
+        (lambda: decay.schedule_envelope(0.0, "t^2"), ValueError, "nonzero"),
+        (lambda: decay.schedule_envelope(1.0, "t^0.5"), ValueError, "alpha > 1"),
+        (lambda: decay.envelope_crossover(1e4, 1.0), ValueError, "alpha must be > 1"),
+        (lambda: decay.gap_rms([(10, 5)], 8), ValueError, "window end"),
     ],
 )
 def test_bad_input(call, exc, match):
@@ -371,9 +501,9 @@ def test_plot_sum_vs_integral():
     diff, upper, lower = _lines(bottom)[:3]
     np.testing.assert_allclose(diff.get_ydata(), s.get_ydata() - integral.get_ydata())
     x = np.arange(1, 301)
-    k = np.clip(16 / np.log(1e4) * np.log(x * 2 * np.log(1e4) / (32 * np.pi)), 0, 16)
-    np.testing.assert_allclose(upper.get_ydata(), np.sqrt(2 * k), atol=1e-12)
-    np.testing.assert_allclose(lower.get_ydata(), -np.sqrt(2 * k), atol=1e-12)
+    nu = np.clip(16 / np.log(1e4) * np.log(x * 2 * np.log(1e4) / (32 * np.pi)), 0, 16)
+    np.testing.assert_allclose(upper.get_ydata(), np.sqrt(2 * nu), atol=1e-12)
+    np.testing.assert_allclose(lower.get_ydata(), -np.sqrt(2 * nu), atol=1e-12)
     assert bottom.get_xscale() == "log"
     plt.close(fig)
 
