@@ -8,7 +8,8 @@ cannot see the order of its inputs. This module computes
   scaled dot-product attention
   :math:`\operatorname{softmax}(\boldsymbol Q \boldsymbol K^\top/\sqrt d)\,\boldsymbol V`
   of Vaswani et al. (2017), for NumPy arrays and PyTorch tensors (NumPy in, NumPy out;
-  torch in, torch out);
+  torch in, torch out), with an optional causal mask (query :math:`m` sees keys
+  :math:`n \le m` only);
 * :func:`equivariance_gap`: how far self-attention is from permutation equivariance for a
   given permutation (zero up to round-off);
 * the "this is awesome" / "this awesome is" demonstration: :func:`word_embeddings`,
@@ -169,12 +170,37 @@ def softmax(scores: Any, axis: int = -1):
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
-def attention_weights(q: Any, k: Any):
+def _check_causal(causal: Any) -> bool:
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal must be a bool, got {causal!r}")
+    return bool(causal)
+
+
+def _masked_softmax(scores: Any, use_torch: bool):
+    """Row-wise softmax with the causal mask: entry (m, n) is dropped when n > m."""
+    t, s = scores.shape[-2], scores.shape[-1]
+    if use_torch:
+        import torch
+
+        keep = torch.ones(t, s, dtype=torch.bool, device=scores.device).tril()
+        return torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1)
+    keep = np.tril(np.ones((t, s), dtype=bool))
+    masked = np.where(keep, scores, -np.inf)  # key 0 is always kept: every row has a finite max
+    e = np.exp(masked - np.max(masked, axis=-1, keepdims=True))  # exp(-inf) = 0
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def attention_weights(q: Any, k: Any, causal: bool = False):
     r"""Attention weights :math:`\boldsymbol A = \operatorname{softmax}(\boldsymbol Q
     \boldsymbol K^\top/\sqrt d)`, row by row.
 
     .. math:: A_{mn} = \frac{\exp(\boldsymbol q_m^\top \boldsymbol k_n/\sqrt d)}
-              {\sum_{l} \exp(\boldsymbol q_m^\top \boldsymbol k_l/\sqrt d)}
+              {\sum_{l \in V_m} \exp(\boldsymbol q_m^\top \boldsymbol k_l/\sqrt d)}
+              \quad (n \in V_m), \qquad A_{mn} = 0 \quad (n \notin V_m),
+
+    with :math:`V_m` all keys, or with ``causal`` the keys :math:`n \le m` (query :math:`m`
+    sees keys :math:`0, \dots, m`; the mask is aligned at the top left, as in
+    ``torch.nn.functional.scaled_dot_product_attention(..., is_causal=True)``).
 
     Parameters
     ----------
@@ -182,12 +208,16 @@ def attention_weights(q: Any, k: Any):
         Queries, shape ``(..., T, d)``.
     k : numpy.ndarray or torch.Tensor
         Keys, shape ``(..., S, d)``; batch dimensions broadcast against those of ``q``.
+    causal : bool
+        Mask out the keys :math:`n > m` for query :math:`m`.
 
     Returns
     -------
     numpy.ndarray or torch.Tensor
-        Shape ``(..., T, S)``; every row is a probability vector.
+        Shape ``(..., T, S)``; every row is a probability vector (with ``causal``, row
+        :math:`m` is zero beyond column :math:`m`).
     """
+    causal = _check_causal(causal)
     use_torch, (q, k) = _inputs(["q", "k"], [q, k])
     _check_ndim(q, "q", "T, d")
     _check_ndim(k, "k", "S, d")
@@ -204,16 +234,22 @@ def attention_weights(q: Any, k: Any):
     _batch_shape(["q", "k"], [q, k])
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 inputs float32
     k_t = k.transpose(-1, -2) if use_torch else np.swapaxes(k, -1, -2)
+    if causal:
+        return _masked_softmax((q @ k_t) * scale, use_torch)
     return softmax((q @ k_t) * scale, axis=-1)
 
 
-def scaled_dot_product_attention(q: Any, k: Any, v: Any):
+def scaled_dot_product_attention(q: Any, k: Any, v: Any, causal: bool = False):
     r"""Scaled dot-product attention of Vaswani et al. (2017).
 
     .. math:: \operatorname{Attention}(\boldsymbol Q, \boldsymbol K, \boldsymbol V)
               = \operatorname{softmax}\!\Big(\frac{\boldsymbol Q \boldsymbol K^\top}{\sqrt d}
               \Big)\boldsymbol V,
-              \qquad \boldsymbol o_m = \sum_n A_{mn} \boldsymbol v_n .
+              \qquad \boldsymbol o_m = \sum_n A_{mn} \boldsymbol v_n ,
+
+    with the weights :math:`A_{mn}` of :func:`attention_weights`. With ``causal`` the sum runs
+    over :math:`n \le m` only, so :math:`\boldsymbol o_m` is attention over the prefix
+    :math:`0, \dots, m` (a decoder's masked self-attention).
 
     Parameters
     ----------
@@ -223,6 +259,8 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any):
         Keys, shape ``(..., S, d)``.
     v : numpy.ndarray or torch.Tensor
         Values, shape ``(..., S, d_v)``: one value per key.
+    causal : bool
+        Query :math:`m` attends to keys :math:`0, \dots, m` only.
 
     Returns
     -------
@@ -230,6 +268,7 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any):
         Outputs of shape ``(..., T, d_v)``; NumPy in, NumPy out (integers promoted to
         float64), torch in, torch out with the inputs' dtype and device.
     """
+    causal = _check_causal(causal)
     use_torch, (q, k, v) = _inputs(["q", "k", "v"], [q, k, v])
     _check_ndim(v, "v", "S, d_v")
     if v.ndim >= 2 and k.ndim >= 2 and v.shape[-2] != k.shape[-2]:
@@ -237,12 +276,12 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any):
             f"k and v must hold the same number of tokens S (one value per key), got "
             f"k: {tuple(k.shape)}, v: {tuple(v.shape)}"
         )
-    weights = attention_weights(q, k)
+    weights = attention_weights(q, k, causal=causal)
     _batch_shape(["q", "k", "v"], [q, k, v])
     return weights @ v
 
 
-def self_attention(x: Any, w_q: Any, w_k: Any, w_v: Any):
+def self_attention(x: Any, w_q: Any, w_k: Any, w_v: Any, causal: bool = False):
     r"""Single-head self-attention of a sequence ``x`` with projections
     :math:`\boldsymbol q_m = \boldsymbol W_q \boldsymbol x_m`,
     :math:`\boldsymbol k_m = \boldsymbol W_k \boldsymbol x_m`,
@@ -252,6 +291,8 @@ def self_attention(x: Any, w_q: Any, w_k: Any, w_v: Any):
               \operatorname{softmax}_n\!\Big(\frac{\boldsymbol x_m^\top \boldsymbol W_q^\top
               \boldsymbol W_k \boldsymbol x_n}{\sqrt{d}}\Big)\, \boldsymbol W_v \boldsymbol x_n
 
+    (the softmax over :math:`n`; with ``causal``, over :math:`n \le m` only).
+
     Parameters
     ----------
     x : numpy.ndarray or torch.Tensor
@@ -260,12 +301,15 @@ def self_attention(x: Any, w_q: Any, w_k: Any, w_v: Any):
         Query and key projections, shape ``(d, d_model)``.
     w_v : numpy.ndarray or torch.Tensor
         Value projection, shape ``(d_v, d_model)``.
+    causal : bool
+        Token :math:`m` attends to tokens :math:`0, \dots, m` only.
 
     Returns
     -------
     numpy.ndarray or torch.Tensor
         Outputs, shape ``(..., T, d_v)``.
     """
+    causal = _check_causal(causal)
     use_torch, (x, w_q, w_k, w_v) = _inputs(["x", "w_q", "w_k", "w_v"], [x, w_q, w_k, w_v])
     _check_ndim(x, "x", "T, d_model")
     for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
@@ -279,7 +323,7 @@ def self_attention(x: Any, w_q: Any, w_k: Any, w_v: Any):
             f"w_q and w_k must map to the same dimension d, got {tuple(w_q.shape)} and "
             f"{tuple(w_k.shape)}"
         )
-    return scaled_dot_product_attention(x @ w_q.T, x @ w_k.T, x @ w_v.T)
+    return scaled_dot_product_attention(x @ w_q.T, x @ w_k.T, x @ w_v.T, causal=causal)
 
 
 def _permutation(perm: Any, size: int, name: str = "perm") -> np.ndarray:
@@ -585,7 +629,9 @@ def symbolic_invariance(
               \boldsymbol x_{\sigma(T-1)}) - \boldsymbol o_\text{token}(\boldsymbol x_0, \dots,
               \boldsymbol x_{T-1}),
 
-    which is the zero vector. With ``with_positions=True`` the token in slot :math:`m` is
+    which is the zero vector. The original order itself is included (its difference is zero
+    by construction and proves nothing; it serves only as a control); every other entry is a
+    genuine reordering. With ``with_positions=True`` the token in slot :math:`m` is
     :math:`\boldsymbol x_{\sigma(m)} + \boldsymbol p_m` (symbolic :math:`\boldsymbol p_m`), and
     the differences are no longer zero; they are then only put over a common denominator
     (full simplification of a large non-zero expression is slow), and substituting numbers

@@ -129,6 +129,77 @@ def test_softmax_stable_for_huge_scores():
     np.testing.assert_allclose(by_column, [[low, low], [1 - low, 1 - low]], rtol=1e-15)
 
 
+@given(st.permutations(list(range(5))), st.integers(0, 2**32 - 1))
+def test_softmax_is_permutation_equivariant_not_invariant(perm, seed):
+    """Reordering a row reorders its softmax the same way (chapter 1's proof); it does not
+    leave the softmax unchanged (the softmax is not order-blind)."""
+    s = np.random.default_rng(seed).normal(size=5) * 3
+    idx = np.asarray(perm)
+    np.testing.assert_allclose(att.softmax(s[idx]), att.softmax(s)[idx], rtol=1e-14)
+    if np.any(idx != np.arange(5)):
+        assert not np.allclose(att.softmax(s[idx]), att.softmax(s))
+
+
+# ---------------------------------------------------------------------------------------------
+# the causal mask
+# ---------------------------------------------------------------------------------------------
+@given(qkv())
+def test_causal_matches_torch_is_causal(arrays):
+    """Peer: torch's fused kernel with is_causal=True (top-left aligned mask, also for T != S)."""
+    q, k, v = arrays
+    out = att.scaled_dot_product_attention(q, k, v, causal=True)
+    peer = torch.nn.functional.scaled_dot_product_attention(
+        *(torch.from_numpy(a) for a in (q, k, v)), is_causal=True
+    )
+    np.testing.assert_allclose(out, peer.numpy(), rtol=1e-12, atol=1e-12)
+    out_t = att.scaled_dot_product_attention(*(torch.from_numpy(a) for a in (q, k, v)), causal=True)
+    assert isinstance(out_t, torch.Tensor) and out_t.dtype == torch.float64
+    np.testing.assert_allclose(out_t.numpy(), out, rtol=1e-12, atol=1e-13)
+
+
+@given(qkv())
+def test_causal_equals_attention_over_each_prefix(arrays):
+    """Independent route: query m attends, without a mask, to keys 0..m (the naive loop)."""
+    q, k, v = arrays
+    out = att.scaled_dot_product_attention(q, k, v, causal=True)
+    for m in range(q.shape[0]):
+        visible = min(m + 1, k.shape[0])
+        expected = naive_attention(q[m : m + 1], k[:visible], v[:visible])[0]
+        np.testing.assert_allclose(out[m], expected, rtol=1e-12, atol=1e-12)
+    weights = att.attention_weights(q, k, causal=True)
+    assert np.all(np.triu(weights, k=1) == 0.0)
+    np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=0, atol=1e-14)
+
+
+def test_causal_self_attention_float32_and_batches():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 6, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 4, 4)).astype(np.float32)
+    out = att.self_attention(torch.from_numpy(x), *(torch.from_numpy(m) for m in w), causal=True)
+    assert out.dtype == torch.float32 and out.shape == (2, 6, 4)
+    for b in range(2):
+        expected = [
+            naive_self_attention(x[b, : m + 1], *w)[m] for m in range(6)
+        ]  # token m over its prefix, float64
+        np.testing.assert_allclose(out[b].numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_causal_last_token_ignores_order_first_slot_does_not():
+    """The two facts of chapter 1's causal exercise, by a route without the library's mask."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 3))
+    w = rng.standard_normal((3, 3, 3))
+    out = att.self_attention(x, *w, causal=True)
+    for perm in itertools.permutations(range(3)):
+        idx = [*perm, 3]
+        np.testing.assert_allclose(
+            att.self_attention(x[idx], *w, causal=True)[3], out[3], atol=1e-13
+        )
+    swapped = att.self_attention(x[[1, 0, 2, 3]], *w, causal=True)
+    np.testing.assert_allclose(swapped[0], w[2] @ x[1], atol=1e-14)  # slot 0 sees itself only
+    assert np.max(np.abs(swapped[0] - out[1])) > 1e-2  # round-off is 1e-16
+
+
 # ---------------------------------------------------------------------------------------------
 # permutation symmetry
 # ---------------------------------------------------------------------------------------------
@@ -347,6 +418,18 @@ def test_symbolic_equivariance_is_zero():
             ),
             TypeError,
             "q must be a floating",
+        ),
+        (
+            lambda: att.scaled_dot_product_attention(
+                np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 1)), causal=1
+            ),
+            TypeError,
+            "causal",
+        ),
+        (
+            lambda: att.self_attention(np.ones((3, 2)), *np.ones((3, 2, 2)), causal="yes"),
+            TypeError,
+            "causal",
         ),
         (lambda: att.softmax(np.float64(1.0)), ValueError, "scores"),
         (lambda: att.softmax(np.ones(3), axis=1), ValueError, "axis"),
