@@ -12,15 +12,27 @@ Chapter 2 (``chapters/02_taylor.md``) adds position vectors to two inputs of a m
           \qquad \mathcal H = \frac{\partial^2 f}{\partial \boldsymbol x_m
           \partial \boldsymbol x_n^\top}.
 
+The vectors :math:`\boldsymbol x_m, \boldsymbol p_m` have the model width
+:math:`d_\text{model}`; the score model divides by :math:`\sqrt d`, :math:`d` the head
+dimension (the symbolic models here take :math:`d = d_\text{model}`).
+
 This module computes
 
-* :func:`second_order_expansion`: the six named terms for any sympy expression ``f``;
+* :func:`second_order_expansion`: the six named terms for any sympy expression ``f``, and
+  (method :meth:`SecondOrderExpansion.interaction`) the exact interaction
+  :math:`I = \tilde f(\boldsymbol p_m, \boldsymbol p_n) - \tilde f(\boldsymbol p_m, \boldsymbol 0)
+  - \tilde f(\boldsymbol 0, \boldsymbol p_n) + \tilde f(\boldsymbol 0, \boldsymbol 0)`, the
+  part of :math:`\tilde f` that is not a sum of single-position functions;
 * two concrete models for the chapter: :func:`score_model` (the attention score
-  :math:`\boldsymbol x_m^\top \boldsymbol A \boldsymbol x_n/\sqrt d`, whose expansion is exact)
-  and :func:`attention_output_model` (a softmax-weighted output of two tokens, whose
-  expansion has an :math:`O(\varepsilon^3)` remainder);
+  :math:`\boldsymbol x_m^\top \boldsymbol M \boldsymbol x_n/\sqrt d`,
+  :math:`\boldsymbol M = \boldsymbol W_q^\top \boldsymbol W_k`, whose expansion is exact) and
+  :func:`attention_output_model` (a softmax-weighted output of two tokens, whose expansion has
+  an :math:`O(\varepsilon^3)` remainder);
 * :func:`expansion_error`, :func:`term_sizes` and :func:`loglog_slope`: the numerical check
   that the remainder shrinks like the cube of the perturbation size;
+* :func:`interaction_along_ray`: the exact interaction against the cross term along a ray;
+* :func:`diagonal_spread`: how far a matrix :math:`G_{mn}` is from depending on
+  :math:`m - n` only;
 * :func:`plot_error_order` and :func:`plot_term_sizes`: the chapter's figures.
 """
 
@@ -47,6 +59,8 @@ __all__ = [
     "demo_point",
     "expansion_error",
     "term_sizes",
+    "interaction_along_ray",
+    "diagonal_spread",
     "loglog_slope",
     "plot_error_order",
     "plot_term_sizes",
@@ -137,6 +151,28 @@ class SecondOrderExpansion:
         r""":math:`\tilde f`: ``f`` with :math:`x_m \to x_m + p_m` and :math:`x_n \to x_n + p_n`."""
         shift = {x: x + p for x, p in zip(self.x_m + self.x_n, self.p_m + self.p_n, strict=True)}
         return self.f.subs(shift, simultaneous=True)
+
+    def interaction(self) -> sp.Expr:
+        r"""The exact interaction of the two perturbations,
+
+        .. math:: I(\boldsymbol p_m, \boldsymbol p_n)
+                  = f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n + \boldsymbol p_n)
+                  - f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n)
+                  - f(\boldsymbol x_m, \boldsymbol x_n + \boldsymbol p_n)
+                  + f(\boldsymbol x_m, \boldsymbol x_n).
+
+        :math:`\tilde f = \tilde f(\boldsymbol p_m, \boldsymbol 0) + \tilde f(\boldsymbol 0,
+        \boldsymbol p_n) - f + I`: everything in :math:`\tilde f` that is not a sum of a
+        function of :math:`\boldsymbol p_m` and a function of :math:`\boldsymbol p_n` is in
+        :math:`I`. Its second-order part is the cross term
+        :math:`\boldsymbol p_m^\top \mathcal H \boldsymbol p_n`; unlike the remainder of the
+        six-term expansion it holds no single-position terms of order three or higher.
+        """
+        shift_m = {x: x + p for x, p in zip(self.x_m, self.p_m, strict=True)}
+        shift_n = {x: x + p for x, p in zip(self.x_n, self.p_n, strict=True)}
+        only_m = self.f.subs(shift_m, simultaneous=True)
+        only_n = self.f.subs(shift_n, simultaneous=True)
+        return self.perturbed() - only_m - only_n + self.f
 
     def mixed_dependence(self) -> dict[str, sp.Matrix]:
         r"""For each term, the matrix :math:`\partial^2 (\text{term})/\partial p_m \partial
@@ -259,13 +295,14 @@ def score_model(
 ) -> tuple[sp.Expr, tuple[sp.Symbol, ...], tuple[sp.Symbol, ...], sp.Matrix]:
     r"""The attention score of token :math:`m` (query) on token :math:`n` (key), symbolically.
 
-    .. math:: s(\boldsymbol x_m, \boldsymbol x_n) = \frac{\boldsymbol x_m^\top \boldsymbol A
-              \boldsymbol x_n}{\sqrt d}, \qquad \boldsymbol A = \boldsymbol W_q^\top
+    .. math:: s(\boldsymbol x_m, \boldsymbol x_n) = \frac{\boldsymbol x_m^\top \boldsymbol M
+              \boldsymbol x_n}{\sqrt d}, \qquad \boldsymbol M = \boldsymbol W_q^\top
               \boldsymbol W_k,
 
-    with a symbolic :math:`d \times d` matrix :math:`\boldsymbol A` (entries ``A_{ij}``). The
+    with a symbolic :math:`d \times d` matrix :math:`\boldsymbol M` (entries ``M_{ij}``); the
+    model takes the head dimension equal to the model width, :math:`d = d_\text{model}`. The
     score is bilinear, so its second-order expansion is exact and :math:`\mathcal H =
-    \boldsymbol A/\sqrt d`.
+    \boldsymbol M/\sqrt d`.
 
     Parameters
     ----------
@@ -275,13 +312,13 @@ def score_model(
     Returns
     -------
     tuple
-        ``(f, x_m, x_n, A)``.
+        ``(f, x_m, x_n, M)``.
     """
     d = _check_small_d(d)
     x_m, x_n = _vector("x_m", d), _vector("x_n", d)
-    a = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"A_{{{i}{j}}}", real=True))
-    f = (sp.Matrix(x_m).T * a * sp.Matrix(x_n))[0, 0] / sp.sqrt(d)
-    return f, x_m, x_n, a
+    m = sp.Matrix(d, d, lambda i, j: sp.Symbol(f"M_{{{i}{j}}}", real=True))
+    f = (sp.Matrix(x_m).T * m * sp.Matrix(x_n))[0, 0] / sp.sqrt(d)
+    return f, x_m, x_n, m
 
 
 def attention_output_model(
@@ -484,6 +521,88 @@ def term_sizes(
     return out
 
 
+def interaction_along_ray(
+    expansion: SecondOrderExpansion, point: dict[str, Any], eps: Any, dps: int = 40
+) -> dict[str, np.ndarray]:
+    r"""The exact interaction of the two positions against the cross term, along a ray.
+
+    With :math:`\boldsymbol p_m = \varepsilon \boldsymbol u_m`, :math:`\boldsymbol p_n =
+    \varepsilon \boldsymbol u_n`,
+
+    .. math:: I(\varepsilon) = f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n +
+              \boldsymbol p_n) - f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n)
+              - f(\boldsymbol x_m, \boldsymbol x_n + \boldsymbol p_n)
+              + f(\boldsymbol x_m, \boldsymbol x_n),
+              \qquad c(\varepsilon) = \boldsymbol p_m^\top \mathcal H \boldsymbol p_n,
+
+    both evaluated with ``dps`` significant digits (mpmath). :math:`I` is the whole part of
+    :math:`\tilde f` that couples the two positions (:meth:`SecondOrderExpansion.interaction`);
+    :math:`I - c = O(\varepsilon^3)` is the coupling that the cross term misses. Unlike the
+    remainder of :func:`expansion_error` it contains no single-position terms.
+
+    Parameters
+    ----------
+    expansion, point, eps, dps
+        As in :func:`expansion_error`.
+
+    Returns
+    -------
+    dict
+        ``"interaction"``: :math:`I(\varepsilon)`; ``"cross"``: :math:`c(\varepsilon)`
+        (both signed); ``"beyond_cross"``: :math:`|I(\varepsilon) - c(\varepsilon)|`. Each a
+        float64 array, one entry per ``eps``.
+    """
+    x, u, eps, dps = _ray(expansion, point, eps, dps)
+    dm = len(expansion.x_m)
+    args = expansion.x_m + expansion.x_n + expansion.p_m + expansion.p_n
+    f = sp.lambdify(expansion.x_m + expansion.x_n, expansion.f, modules="mpmath")
+    cross_unit = sp.lambdify(args, expansion.terms["cross"], modules="mpmath", cse=True)
+    interaction, cross, beyond = [], [], []
+    with mpmath.workdps(dps):
+        xs = [mpmath.mpf(float(v)) for v in x]
+        us = [mpmath.mpf(float(v)) for v in u]
+        c1 = cross_unit(*xs, *us)
+        base = f(*xs)
+        for e in eps:
+            e_mp = mpmath.mpf(float(e))
+            moved = [xi + e_mp * ui for xi, ui in zip(xs, us, strict=True)]
+            value = f(*moved) - f(*moved[:dm], *xs[dm:]) - f(*xs[:dm], *moved[dm:]) + base
+            c = c1 * e_mp**2
+            interaction.append(float(value))
+            cross.append(float(c))
+            beyond.append(float(abs(value - c)))
+    return {
+        "interaction": np.array(interaction),
+        "cross": np.array(cross),
+        "beyond_cross": np.array(beyond),
+    }
+
+
+def diagonal_spread(gram: Any) -> float:
+    r"""Largest spread of a square matrix along its diagonals :math:`m - n = \text{const}`.
+
+    .. math:: \max_{k} \Big(\max_{m - n = k} G_{mn} - \min_{m - n = k} G_{mn}\Big),
+
+    which is zero exactly when :math:`G_{mn}` depends on :math:`m - n` only (a Toeplitz
+    matrix), for instance when :math:`G_{mn} = \langle \boldsymbol p_m, \boldsymbol p_n
+    \rangle = g(m - n)`.
+
+    Parameters
+    ----------
+    gram : array_like
+        A real square matrix, shape ``(T, T)`` with ``T >= 1``.
+
+    Returns
+    -------
+    float
+    """
+    g = check_real_array(gram, "gram")
+    if g.ndim != 2 or g.shape[0] != g.shape[1] or g.shape[0] == 0:
+        raise ValueError(f"gram must be a non-empty square matrix, got shape {g.shape}")
+    size = g.shape[0]
+    return float(max(np.ptp(np.diagonal(g, offset=k)) for k in range(-size + 1, size)))
+
+
 def loglog_slope(eps: Any, err: Any) -> float:
     r"""Least-squares slope of :math:`\log r` against :math:`\log \varepsilon`.
 
@@ -584,22 +703,30 @@ def plot_term_sizes(
     expansion: SecondOrderExpansion | None = None,
     point: dict[str, Any] | None = None,
     eps: Any = None,
+    interaction: bool = True,
 ) -> Figure:
-    r"""Figure: the size of each of the six terms and of the remainder against
-    :math:`\varepsilon`, log-log.
+    r"""Figure: the size of each of the six terms, of the remainder and of the coupling beyond
+    the cross term against :math:`\varepsilon`, log-log.
 
     Arguments as in :func:`plot_error_order` (default :math:`\varepsilon` from
     :math:`10^{-2}` to 3). The constant is flat, the linear terms rise with slope 1, the
-    quadratic and cross terms with slope 2, the remainder with slope 3; where the remainder
-    catches up with the cross term the expansion has stopped being useful.
+    quadratic and cross terms with slope 2, the remainder with slope 3. With ``interaction``
+    (default) an eighth, dashed curve shows :math:`|I - \boldsymbol p_m^\top \mathcal H
+    \boldsymbol p_n|` from :func:`interaction_along_ray`: the part of the coupling between
+    the positions that the cross term misses. Where it catches up with the cross term, the
+    cross term no longer describes how the positions interact.
 
     Returns
     -------
     matplotlib.figure.Figure
+        One axes; lines in the order of :data:`TERM_NAMES`, then the remainder, then (with
+        ``interaction``) the coupling beyond the cross term.
     """
     expansion = _default_expansion(expansion)
     if point is None:
         point = demo_point(len(expansion.x_m))
+    if not isinstance(interaction, (bool, np.bool_)):
+        raise TypeError(f"interaction must be a bool, got {interaction!r}")
     eps = _eps(np.geomspace(1e-2, 3.0, 30) if eps is None else eps)
     sizes = term_sizes(expansion, point, eps)
     fig, ax = plotting.new_figure(width=7.0, height=4.4)
@@ -612,6 +739,16 @@ def plot_term_sizes(
             lw=2.2 if name in ("cross", "remainder") else 1.4,
             label=label,
             **plotting.line_style(k),
+        )
+    if interaction:
+        beyond = interaction_along_ray(expansion, point, eps)["beyond_cross"]
+        ax.loglog(
+            eps,
+            np.where(beyond > 0, beyond, np.nan),
+            lw=2.2,
+            color="black",
+            linestyle="--",
+            label=r"$|I - \boldsymbol{p}_m^\top \mathcal{H} \boldsymbol{p}_n|$",
         )
     ax.set_xlabel(r"perturbation size $\varepsilon$")
     ax.set_ylabel("absolute value of the term")

@@ -220,6 +220,120 @@ def test_term_sizes_scale_with_their_order(output_expansion):
 
 
 # ---------------------------------------------------------------------------------------------
+# the exact interaction I against the cross term
+# ---------------------------------------------------------------------------------------------
+@settings(max_examples=8, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 2))
+def test_symbolic_interaction_is_the_mixed_part_of_a_cubic(seed, d):
+    """Independent route: expand f(x + p) for a random cubic and keep every monomial that holds
+    at least one coordinate of p_m and at least one of p_n."""
+    rng = np.random.default_rng(seed)
+    x_m = tuple(sp.symbols(f"a0:{d}", real=True))
+    x_n = tuple(sp.symbols(f"b0:{d}", real=True))
+    monomials = [
+        sp.Mul(*combo)
+        for k in range(4)
+        for combo in itertools.combinations_with_replacement(x_m + x_n, k)
+    ]
+    coeffs = rng.integers(-3, 4, size=len(monomials))
+    f = sum(int(c) * mono for c, mono in zip(coeffs, monomials, strict=True))
+    ex = ty.second_order_expansion(f, x_m, x_n)
+    poly = sp.Poly(sp.expand(ex.perturbed()), *(ex.p_m + ex.p_n))
+    mixed = sum(
+        coeff * sp.Mul(*(s**k for s, k in zip(ex.p_m + ex.p_n, powers, strict=True)))
+        for powers, coeff in poly.terms()
+        if sum(powers[:d]) > 0 and sum(powers[d:]) > 0
+    )
+    assert sp.expand(ex.interaction() - mixed) == 0
+
+
+def test_interaction_of_a_quadratic_is_the_cross_term():
+    """For f = x_m^T M x_n + (single-position terms), I = eps^2 u_m^T M u_n exactly."""
+    a = sp.symbols("a0:2", real=True)
+    b = sp.symbols("b0:2", real=True)
+    m = np.array([[1.5, -2.0], [0.25, 3.0]])
+    f = sum(sp.Rational(str(m[i, j])) * a[i] * b[j] for i in range(2) for j in range(2))
+    f += 3 * a[0] ** 2 - a[1] + b[0] * b[1] + 7
+    ex = ty.second_order_expansion(f, a, b)
+    p = RATIONAL_POINT
+    eps = np.array([0.01, 0.5, 2.0, 40.0])
+    got = ty.interaction_along_ray(ex, p, eps)
+    expected = eps**2 * (p["u_m"] @ m @ p["u_n"])
+    np.testing.assert_allclose(got["interaction"], expected, rtol=1e-14)
+    np.testing.assert_allclose(got["cross"], expected, rtol=1e-14)
+    assert np.all(got["beyond_cross"] < 1e-25 * np.maximum(1.0, np.abs(expected)))
+
+
+def test_interaction_matches_sympy_exact_at_a_rational_point():
+    """The attention output model, written independently (quotient of exponentials), at a
+    rational point and eps = 1/2: I from 40-digit sympy against the library."""
+    x_m = sp.symbols("x0:2", real=True)
+    x_n = sp.symbols("y0:2", real=True)
+    s_mm = (x_m[0] ** 2 + x_m[1] ** 2) / sp.sqrt(2)
+    s_mn = (x_m[0] * x_n[0] + x_m[1] * x_n[1]) / sp.sqrt(2)
+    f = sum(
+        (sp.exp(s_mm) * a + sp.exp(s_mn) * b) / (sp.exp(s_mm) + sp.exp(s_mn))
+        for a, b in zip(x_m, x_n, strict=True)
+    )
+    p = {k: [sp.Rational(str(v)) for v in vals] for k, vals in RATIONAL_POINT.items()}
+    e = sp.Rational(1, 2)
+    moved_m = [v + e * w for v, w in zip(p["x_m"], p["u_m"], strict=True)]
+    moved_n = [v + e * w for v, w in zip(p["x_n"], p["u_n"], strict=True)]
+
+    def at(xm, xn):
+        return f.subs(dict(zip(x_m + x_n, [*xm, *xn], strict=True)), simultaneous=True)
+
+    exact = at(moved_m, moved_n) - at(moved_m, p["x_n"]) - at(p["x_m"], moved_n)
+    exact += at(p["x_m"], p["x_n"])
+    f_lib, lm, ln = ty.attention_output_model(2)
+    got = ty.interaction_along_ray(ty.second_order_expansion(f_lib, lm, ln), RATIONAL_POINT, [0.5])
+    assert got["interaction"][0] == pytest.approx(float(sp.N(exact, 40)), rel=1e-13)
+
+
+def test_coupling_beyond_the_cross_term_is_cubic(output_expansion):
+    p = RATIONAL_POINT
+    eps = np.geomspace(1e-3, 1e-2, 6)
+    got = ty.interaction_along_ray(output_expansion, p, eps)
+    assert 2.95 < own_slope(eps, got["beyond_cross"]) < 3.05
+    # the cross term from the finite-difference mixed derivative of the naive model
+    h = 1e-4
+
+    def g(a, b):
+        return naive_model(p["x_m"] + a * p["u_m"], p["x_n"] + b * p["u_n"])
+
+    mixed = (g(h, h) - g(h, -h) - g(-h, h) + g(-h, -h)) / (4 * h * h)
+    np.testing.assert_allclose(got["cross"], mixed * eps**2, rtol=1e-6)
+
+
+def test_interaction_float64_route_at_moderate_eps(output_expansion):
+    p = RATIONAL_POINT
+    eps = np.array([0.2, 0.5, 1.0, 2.0])
+    got = ty.interaction_along_ray(output_expansion, p, eps)
+    for e, value in zip(eps, got["interaction"], strict=True):
+        xm, xn = p["x_m"] + e * p["u_m"], p["x_n"] + e * p["u_n"]
+        direct = (
+            naive_model(xm, xn)
+            - naive_model(xm, p["x_n"])
+            - naive_model(p["x_m"], xn)
+            + naive_model(p["x_m"], p["x_n"])
+        )
+        assert value == pytest.approx(direct, rel=1e-9, abs=1e-14)
+
+
+def test_diagonal_spread():
+    toeplitz = np.array([[1.0, 2.0, 3.0], [4.0, 1.0, 2.0], [5.0, 4.0, 1.0]])
+    assert ty.diagonal_spread(toeplitz) == 0.0
+    bumped = toeplitz.copy()
+    bumped[2, 1] = 4.5  # diagonal m - n = 1 now holds 4 and 4.5
+    assert ty.diagonal_spread(bumped) == pytest.approx(0.5)
+    assert ty.diagonal_spread([[7.0]]) == 0.0
+    # the Gram matrix of unit vectors at angles m * 0.3 depends on m - n only
+    angles = 0.3 * np.arange(10)
+    p = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    assert ty.diagonal_spread(p @ p.T) < 1e-15
+
+
+# ---------------------------------------------------------------------------------------------
 # bad input
 # ---------------------------------------------------------------------------------------------
 def _sym_model():
@@ -272,6 +386,15 @@ def _sym_model():
             "free symbols",
         ),
         (lambda: ty.plot_error_order(fit_max=1e-9), ValueError, "fit_max"),
+        (lambda: ty.plot_term_sizes(interaction=1), TypeError, "interaction"),
+        (lambda: ty.diagonal_spread(np.ones((2, 3))), ValueError, "square"),
+        (lambda: ty.diagonal_spread(np.ones(3)), ValueError, "square"),
+        (lambda: ty.interaction_along_ray("x", ty.demo_point(), [0.1]), TypeError, "expansion"),
+        (
+            lambda: ty.interaction_along_ray(_expansion(), ty.demo_point(), [-1.0]),
+            ValueError,
+            "eps",
+        ),
         (lambda: ty.plot_term_sizes(expansion=3), TypeError, "expansion"),
     ],
 )
@@ -326,7 +449,7 @@ def test_plot_term_sizes(output_expansion):
     fig = ty.plot_term_sizes(output_expansion, p, eps)
     ax = fig.axes[0]
     lines = ax.get_lines()
-    assert len(lines) == 7
+    assert len(lines) == 8
     constant = naive_model(p["x_m"], p["x_n"])
     np.testing.assert_allclose(lines[0].get_ydata(), abs(constant), rtol=1e-12)
     h = 1e-4
@@ -336,4 +459,11 @@ def test_plot_term_sizes(output_expansion):
 
     mixed = (g(h, h) - g(h, -h) - g(-h, h) + g(-h, -h)) / (4 * h * h)
     np.testing.assert_allclose(lines[5].get_ydata(), abs(mixed) * eps**2, rtol=1e-6)
+    # the eighth line: |I - cross|, with I from four float64 evaluations of the naive model
+    big = eps >= 0.1
+    interaction = np.array([g(e, e) - g(e, 0.0) - g(0.0, e) + g(0.0, 0.0) for e in eps[big]])
+    np.testing.assert_allclose(
+        lines[7].get_ydata()[big], np.abs(interaction - mixed * eps[big] ** 2), rtol=1e-4
+    )
     assert ax.get_xlabel() and ax.get_ylabel() and ax.get_legend() is not None
+    assert len(ty.plot_term_sizes(output_expansion, p, eps, interaction=False).axes[0].lines) == 7
