@@ -16,11 +16,21 @@ studies:
   :math:`p_m^\\top \\operatorname{diag}(h)\\, p_n` and its split into a relative
   (:math:`\\cos (m-n)\\theta_i`) and an absolute (:math:`\\cos (m+n)\\theta_i`) part;
 * :func:`shift_matrix`: the matrix :math:`M_k` with :math:`p_{m+k} = M_k p_m`;
+* :func:`shift_isometry` and :func:`orthogonal_normal_form`: for *any* solution of the real
+  equation, the orthogonal map :math:`U` with :math:`p_{m+1} = U p_m`, and its normal form
+  (rotating planes, fixed and flipped directions);
 * :func:`symbolic_encoding`: the same encoding as a sympy matrix, for proofs;
 * :func:`plot_inner_products` and :func:`plot_encoding`: the chapter's figures.
 
-Positions may be any finite real numbers here: the derivation never uses that they are
-whole numbers, and fractional positions are what position interpolation feeds in.
+The encoding functions accept any finite real positions: the *formula* is defined for every
+real :math:`m`, and fractional positions are what position interpolation feeds in.  The
+*derivation* is another matter.  Chapter 3 proves its results (the form of the solutions of the
+complex condition, and :math:`p_m = U^m p_0` for every solution of the real equation) for
+integer positions: the proofs step from :math:`m` to :math:`m + 1`.  For real positions the
+same conclusions need a regularity assumption, continuity (or measurability) of
+:math:`x \\mapsto p_x`; without it the phase equation is Cauchy's equation, which has other
+solutions.  The width of the encoding, :math:`d_\\text{model}` in the book, is the argument
+``d`` here.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from matplotlib.figure import Figure
 from . import plotting
 from ._validate import check_base, check_dim, check_positive_int, check_real_array
 from .frequencies import theta
+from .taylor import diagonal_spread
 
 __all__ = [
     "sinusoidal",
@@ -44,6 +55,8 @@ __all__ = [
     "diagonal_h_score",
     "diagonal_h_parts",
     "shift_matrix",
+    "shift_isometry",
+    "orthogonal_normal_form",
     "symbolic_encoding",
     "plot_inner_products",
     "plot_encoding",
@@ -182,7 +195,7 @@ def vaswani_permutation(d: int) -> np.ndarray:
 
     Returns ``perm`` with ``sinusoidal(pos, d, b) == cos_sin_encoding(pos, d, b)[:, perm]``:
 
-    .. math:: \pi(2i) = 2i + 1, \qquad \pi(2i + 1) = 2i, \qquad i = 0, \dots, d/2 - 1.
+    .. math:: \sigma(2i) = 2i + 1, \qquad \sigma(2i + 1) = 2i, \qquad i = 0, \dots, d/2 - 1.
 
     The permutation swaps the two entries of every pair.  It is its own inverse and an
     orthogonal map, so it leaves every inner product :math:`\langle p_m, p_n\rangle`
@@ -388,6 +401,157 @@ def shift_matrix(k: float, d: int, base: float = 10000.0, layout: str = "sin_cos
     return out
 
 
+def shift_isometry(vectors: Any, atol: float = 1e-9) -> np.ndarray:
+    r"""The linear map :math:`\boldsymbol U` with :math:`\boldsymbol p_{m+1} = \boldsymbol U
+    \boldsymbol p_m`, recovered from vectors whose inner products depend on :math:`m - n` only.
+
+    ``vectors`` holds :math:`\boldsymbol p_0, \dots, \boldsymbol p_{N-1}` (consecutive integer
+    positions) as rows.  Let :math:`\boldsymbol B` (:math:`D \times r`) be an orthonormal
+    basis of :math:`V = \operatorname{span}\{\boldsymbol p_m\}` (from the SVD) and
+    :math:`\boldsymbol c_m = \boldsymbol B^\top \boldsymbol p_m` the coordinates.  The map
+    :math:`\boldsymbol U_V` on :math:`V` is the least-squares solution of
+    :math:`\boldsymbol c_{m+1} = \boldsymbol U_V \boldsymbol c_m`, :math:`m = 0, \dots, N-2`,
+    and it is extended by the identity on the orthogonal complement:
+
+    .. math::
+        \boldsymbol U = \boldsymbol B \boldsymbol U_V \boldsymbol B^\top
+        + (\boldsymbol I - \boldsymbol B \boldsymbol B^\top) .
+
+    Nothing here imposes :math:`\boldsymbol U^\top \boldsymbol U = \boldsymbol I`: that the
+    result is orthogonal is what chapter 3's theorem predicts for a Toeplitz Gram matrix, and
+    what the caller should check.
+
+    Parameters
+    ----------
+    vectors : array_like
+        Real array of shape ``(N, D)``, ``N >= 2``: row ``m`` is :math:`\boldsymbol p_m`.
+    atol : float
+        Tolerance, relative to the largest :math:`\lvert\langle \boldsymbol p_m,
+        \boldsymbol p_n\rangle\rvert`, for the Toeplitz test.  Singular values of the rows
+        below :math:`\sqrt{\text{atol}}` times the largest count as zero, so a pair that
+        barely turns over the given positions (a slow frequency, few positions) is treated
+        as constant; give enough positions for every pair to turn visibly.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array of shape ``(D, D)``.
+
+    Raises
+    ------
+    ValueError
+        If the rows are all zero, if their Gram matrix is not Toeplitz
+        (:func:`diagonal_spread` above the tolerance), or if :math:`\boldsymbol p_0, \dots,
+        \boldsymbol p_{N-2}` span less than :math:`V` (then the data do not determine
+        :math:`\boldsymbol U` on :math:`V`: supply more positions).
+    """
+    arr = check_real_array(vectors, "vectors")
+    if arr.ndim != 2 or arr.shape[0] < 2 or arr.shape[1] < 1:
+        raise ValueError(
+            f"vectors must be a 2-D array with at least 2 rows (positions 0, 1, ...), "
+            f"got shape {arr.shape}"
+        )
+    atol = float(check_real_array(atol, "atol"))
+    if atol <= 0:
+        raise ValueError(f"atol must be a positive number, got {atol}")
+    gram = arr @ arr.T
+    scale = float(np.abs(gram).max())
+    if scale == 0.0:
+        raise ValueError("vectors are all zero; there is no span to act on")
+    spread = diagonal_spread(gram)
+    if spread > atol * scale:
+        raise ValueError(
+            f"the inner products do not depend on m - n only: diagonal_spread of the Gram "
+            f"matrix is {spread:.3g} > {atol:.1e} * {scale:.3g}"
+        )
+    _, sv, vt = np.linalg.svd(arr, full_matrices=False)
+    rank = int(np.sum(sv > np.sqrt(atol) * sv[0]))
+    basis = vt[:rank].T  # D x r, orthonormal columns
+    coords = arr @ basis  # row m: c_m
+    before, after = coords[:-1], coords[1:]
+    sv_before = np.linalg.svd(before, compute_uv=False)
+    if sv_before.shape[0] < rank or sv_before[rank - 1] <= np.sqrt(atol) * sv[0]:
+        raise ValueError(
+            f"p_0, ..., p_(N-2) span fewer than the {rank} dimensions of span(p_m): the shift "
+            f"is not determined on the whole span; supply more positions"
+        )
+    u_v = np.linalg.lstsq(before, after, rcond=None)[0].T  # after = before @ U_V^T
+    d_full = arr.shape[1]
+    return basis @ u_v @ basis.T + (np.eye(d_full) - basis @ basis.T)
+
+
+def orthogonal_normal_form(u: Any, atol: float = 1e-9) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""The real normal form of an orthogonal matrix: rotations of planes, and :math:`\pm 1`.
+
+    Returns :math:`\boldsymbol Q` orthogonal, angles :math:`\alpha_1 \ge \dots \ge \alpha_k`
+    in :math:`(0, \pi)` and signs :math:`s_1, \dots, s_l \in \{+1, -1\}` (the :math:`+1`
+    first) with
+
+    .. math::
+        \boldsymbol Q^\top \boldsymbol U \boldsymbol Q = \operatorname{diag}\big(
+        \boldsymbol\Omega(\alpha_1), \dots, \boldsymbol\Omega(\alpha_k), s_1, \dots, s_l\big),
+        \qquad
+        \boldsymbol\Omega(\alpha) = \begin{pmatrix}\cos\alpha & -\sin\alpha \\
+        \sin\alpha & \cos\alpha\end{pmatrix} .
+
+    Columns :math:`2j, 2j+1` of :math:`\boldsymbol Q` span the plane that turns by
+    :math:`\alpha_j`; the last :math:`l` columns are fixed (:math:`+1`) or flipped
+    (:math:`-1`).  Computed from the real Schur form (``scipy.linalg.schur``), which is block
+    diagonal for a normal matrix; a block that turns clockwise is made counter-clockwise by
+    flipping the sign of its second column.
+
+    Parameters
+    ----------
+    u : array_like
+        A real square matrix with :math:`\boldsymbol U^\top \boldsymbol U = \boldsymbol I`.
+    atol : float
+        Absolute tolerance for orthogonality and for the block structure.
+
+    Returns
+    -------
+    (Q, angles, signs) : tuple of numpy.ndarray
+        ``Q`` float64 of shape ``(D, D)``; ``angles`` float64 of shape ``(k,)``, in
+        :math:`(0, \pi)`, largest first; ``signs`` float64 of shape ``(D - 2k,)``.
+
+    Raises
+    ------
+    ValueError
+        If ``u`` is not square, or not orthogonal within ``atol``.
+    """
+    from scipy.linalg import schur
+
+    arr = check_real_array(u, "u")
+    if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] < 1:
+        raise ValueError(f"u must be a square 2-D array, got shape {arr.shape}")
+    dim = arr.shape[0]
+    deviation = float(np.abs(arr.T @ arr - np.eye(dim)).max())
+    if deviation > atol:
+        raise ValueError(f"u must be orthogonal: max |U^T U - I| = {deviation:.3g} > {atol:.1e}")
+    t, z = schur(arr, output="real")
+    planes: list[tuple[float, np.ndarray]] = []
+    fixed: list[tuple[float, np.ndarray]] = []
+    j = 0
+    while j < dim:
+        if j + 1 < dim and abs(t[j + 1, j]) > atol:  # a 2 x 2 block: a rotating plane
+            cols = z[:, j : j + 2].copy()
+            angle = float(np.arctan2(t[j + 1, j], t[j, j]))
+            if angle < 0:  # clockwise: flip the second column
+                cols[:, 1] *= -1.0
+                angle = -angle
+            planes.append((angle, cols))
+            j += 2
+        else:
+            fixed.append((float(np.sign(t[j, j])), z[:, j : j + 1]))
+            j += 1
+    planes.sort(key=lambda item: -item[0])
+    fixed.sort(key=lambda item: -item[0])
+    columns = [c for _, c in planes] + [c for _, c in fixed]
+    q = np.concatenate(columns, axis=1)
+    angles = np.array([a for a, _ in planes], dtype=np.float64)
+    signs = np.array([s for s, _ in fixed], dtype=np.float64)
+    return q, angles, signs
+
+
 def symbolic_encoding(
     position: sp.Expr | str, d: int, layout: str = "sin_cos", symbol: str = "theta"
 ) -> sp.Matrix:
@@ -486,14 +650,16 @@ def plot_inner_products(
     fig.colorbar(image, ax=ax_map, shrink=0.9)
 
     ax_curve.plot(distances, curve, label=r"$\langle p_0, p_x\rangle$", **plotting.line_style(0))
-    ax_curve.axhline(half, label=r"maximum $d/2$", linewidth=1.0, **plotting.line_style(1))
+    ax_curve.axhline(
+        half, label=r"maximum $d_\mathrm{model}/2$", linewidth=1.0, **plotting.line_style(1)
+    )
     ax_curve.axhline(0.0, color="0.5", linewidth=0.8)
     ax_curve.set_xlabel("relative distance $x$ (positions)")
     ax_curve.set_ylabel(r"$\langle p_0, p_x\rangle$")
     ax_curve.set_title(r"row $m = 0$: $g(x)$")
     ax_curve.set_ylim(min(-0.1 * half, curve.min() - 0.05 * half), 1.25 * half)
     ax_curve.legend(loc="upper right", ncols=2)
-    fig.suptitle(f"Sinusoidal encoding, $d = {d}$, base $b = {base:g}$")
+    fig.suptitle(rf"Sinusoidal encoding, $d_\mathrm{{model}} = {d}$, base $b = {base:g}$")
     return fig
 
 
@@ -536,6 +702,6 @@ def plot_encoding(length: int = 128, d: int = 64, base: float = 10000.0) -> Figu
     ax.grid(False)
     ax.set_xlabel("dimension (column $2i$: sin, $2i+1$: cos)")
     ax.set_ylabel("position $m$")
-    ax.set_title(f"Sinusoidal encoding $p_m$, $d = {d}$, base $b = {base:g}$")
+    ax.set_title(rf"Sinusoidal encoding $p_m$, $d_\mathrm{{model}} = {d}$, base $b = {base:g}$")
     fig.colorbar(image, ax=ax, label="value")
     return fig

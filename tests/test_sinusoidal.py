@@ -24,8 +24,10 @@ from rope_lib import (
     diagonal_h_parts,
     diagonal_h_score,
     gram_matrix,
+    orthogonal_normal_form,
     plot_encoding,
     plot_inner_products,
+    shift_isometry,
     shift_matrix,
     sinusoidal,
     symbolic_encoding,
@@ -205,6 +207,141 @@ def test_shift_matrix_blocks_and_group_law():
     )
     perm = vaswani_permutation(d)
     np.testing.assert_allclose(m_k, m_cs[np.ix_(perm, perm)], atol=1e-15)
+
+
+# --------------------------------------------------------------------------- every solution
+
+
+def random_orthogonal(dim: int, seed: int) -> np.ndarray:
+    q, r = np.linalg.qr(np.random.default_rng(seed).normal(size=(dim, dim)))
+    return q * np.sign(np.diag(r))
+
+
+def block_diagonal(angles, signs) -> np.ndarray:
+    """diag(Omega(a_1), ..., Omega(a_k), s_1, ..., s_l), built by hand."""
+    dim = 2 * len(angles) + len(signs)
+    out = np.zeros((dim, dim))
+    for j, a in enumerate(angles):
+        out[2 * j : 2 * j + 2, 2 * j : 2 * j + 2] = block(a)
+    for j, s in enumerate(signs):
+        out[2 * len(angles) + j, 2 * len(angles) + j] = s
+    return out
+
+
+def test_shift_isometry_of_the_sinusoidal_encoding():
+    d, base = 16, 10000.0
+    pos = np.arange(2048)  # the slowest pair, theta = 10^-3.5, turns 0.65 rad: visible
+    enc = cos_sin_encoding(pos, d, base)
+    u = shift_isometry(enc)
+    expected = block_diagonal(ref_theta(d, base), [])  # (cos, sin): rotation by +theta_i
+    np.testing.assert_allclose(u, expected, atol=1e-12)
+    np.testing.assert_allclose(u.T @ u, np.eye(d), atol=1e-12)
+    q, angles, signs = orthogonal_normal_form(u)
+    np.testing.assert_allclose(angles, ref_theta(d, base), rtol=0, atol=1e-12)
+    assert signs.size == 0
+
+
+def test_reflection_solves_the_real_but_not_the_complex_condition():
+    a, b = 0.8, 0.6
+    pos = range(7)
+    p = np.array([[a, (-1) ** m * b] for m in pos])
+    gram = p @ p.T
+    closed = np.array([[a * a + (-1) ** (m - n) * b * b for n in pos] for m in pos])
+    np.testing.assert_allclose(gram, closed, atol=1e-15)
+    z = p[:, 0] + 1j * p[:, 1]
+    prod = z[:, None] * np.conj(z)[None, :]
+    # Im[z_m conj(z_n)] = a b ((-1)^m - (-1)^n): -2ab and +2ab on the diagonal m - n = 1
+    assert prod[1, 0].imag == pytest.approx(-2 * a * b)
+    assert prod[2, 1].imag == pytest.approx(2 * a * b)
+    u = shift_isometry(p)
+    np.testing.assert_allclose(u, np.diag([1.0, -1.0]), atol=1e-12)
+    q, angles, signs = orthogonal_normal_form(u)
+    assert angles.size == 0
+    np.testing.assert_array_equal(signs, [1.0, -1.0])
+    np.testing.assert_allclose(np.abs(q), np.eye(2), atol=1e-12)
+
+
+def test_rotated_basis_keeps_the_gram_matrix_but_not_the_pair_lengths():
+    d, base = 8, 100.0
+    q0 = random_orthogonal(d, seed=3)
+    enc = sinusoidal(np.arange(300), d, base)
+    rotated = enc @ q0.T  # row m: Q0 p_m
+    np.testing.assert_allclose(rotated @ rotated.T, enc @ enc.T, atol=1e-12)
+    pair_length = np.hypot(rotated[:, 0], rotated[:, 1])
+    assert np.ptp(pair_length) > 0.1  # lengths of pair 0 vary; in enc they are all 1
+    np.testing.assert_allclose(np.hypot(enc[:, 0], enc[:, 1]), 1.0, atol=1e-15)
+    u = shift_isometry(rotated)
+    # Vaswani's (sin, cos) layout turns by -theta_i: block(-theta_i)
+    expected = q0 @ block_diagonal([-t for t in ref_theta(d, base)], []) @ q0.T
+    np.testing.assert_allclose(u, expected, atol=1e-11)
+    _, angles, signs = orthogonal_normal_form(u)
+    np.testing.assert_allclose(angles, ref_theta(d, base), rtol=1e-10)
+    assert signs.size == 0
+
+
+def test_generic_solution_is_pairs_constants_and_alternations():
+    angles0, signs0 = [2.0, 0.7], [1.0, -1.0]
+    q0 = random_orthogonal(6, seed=5)
+    u0 = q0 @ block_diagonal(angles0, signs0) @ q0.T
+    p0 = np.random.default_rng(6).normal(size=6)
+    pos = np.arange(40)
+    p = np.array([np.linalg.matrix_power(u0, m) @ p0 for m in pos])
+    u = shift_isometry(p)
+    np.testing.assert_allclose(u, u0, atol=1e-10)
+    q, angles, signs = orthogonal_normal_form(u)
+    np.testing.assert_allclose(angles, angles0, atol=1e-10)
+    np.testing.assert_array_equal(signs, signs0)
+    y = p @ q  # coordinates in the normal-form basis
+    for j, a in enumerate(angles0):
+        r = math.hypot(y[0, 2 * j], y[0, 2 * j + 1])
+        phase = math.atan2(y[0, 2 * j + 1], y[0, 2 * j])
+        for m in pos:
+            assert abs(y[m, 2 * j] - r * math.cos(phase + m * a)) < 1e-9
+            assert abs(y[m, 2 * j + 1] - r * math.sin(phase + m * a)) < 1e-9
+    np.testing.assert_allclose(y[:, 4], y[0, 4], atol=1e-9)  # eigenvalue +1: constant
+    np.testing.assert_allclose(y[:, 5], (-1.0) ** pos * y[0, 5], atol=1e-9)  # -1: alternates
+
+
+@given(
+    angles=st.lists(st.floats(0.05, math.pi - 0.05), min_size=0, max_size=4),
+    n_plus=st.integers(0, 2),
+    n_minus=st.integers(0, 2),
+    seed=st.integers(0, 10_000),
+)
+def test_orthogonal_normal_form_recovers_blocks(angles, n_plus, n_minus, seed):
+    angles = sorted(angles, reverse=True)
+    if any(a - b < 1e-3 for a, b in zip(angles, angles[1:], strict=False)):
+        angles = angles[:1]  # keep the angles distinct so that the order is defined
+    signs = [1.0] * n_plus + [-1.0] * n_minus
+    dim = 2 * len(angles) + len(signs)
+    if dim == 0:
+        return
+    q0 = random_orthogonal(dim, seed)
+    u = q0 @ block_diagonal(angles, signs) @ q0.T
+    q, got_angles, got_signs = orthogonal_normal_form(u)
+    np.testing.assert_allclose(got_angles, angles, atol=1e-9)
+    np.testing.assert_array_equal(got_signs, signs)
+    np.testing.assert_allclose(q.T @ q, np.eye(dim), atol=1e-12)
+    np.testing.assert_allclose(q.T @ u @ q, block_diagonal(angles, signs), atol=1e-9)
+
+
+def test_shift_isometry_refuses_what_it_cannot_do():
+    with pytest.raises(ValueError, match="do not depend on m - n only"):
+        shift_isometry([[m, 1.0] for m in range(5)])  # <p_m, p_n> = m n + 1
+    with pytest.raises(ValueError, match="supply more positions"):
+        shift_isometry([[1.0, 0.0], [math.cos(1.0), math.sin(1.0)]])  # p_0 alone spans 1-D
+    with pytest.raises(ValueError, match="at least 2 rows"):
+        shift_isometry([[1.0, 0.0]])
+    with pytest.raises(ValueError, match="all zero"):
+        shift_isometry(np.zeros((4, 3)))
+    with pytest.raises(ValueError, match="atol must be a positive"):
+        shift_isometry(np.eye(2), atol=0.0)
+    with pytest.raises(ValueError, match="u must be orthogonal"):
+        orthogonal_normal_form([[1.0, 1.0], [0.0, 1.0]])
+    with pytest.raises(ValueError, match="u must be a square"):
+        orthogonal_normal_form(np.ones((2, 3)))
+    with pytest.raises(TypeError, match="u must be real"):
+        orthogonal_normal_form([[1j]])
 
 
 # --------------------------------------------------------------------------- diagonal H
