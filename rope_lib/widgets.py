@@ -91,8 +91,8 @@ class Model:
     params: tuple[Param, ...] = field(default_factory=tuple)
 
 
-def _d(value: int = 128, lo: int = 2, hi: int = 512) -> Param:
-    return Param("d", "head dimension d", "int", lo, hi, 2, value)
+def _d(value: int = 128, lo: int = 2, hi: int = 512, label: str = "head dimension d") -> Param:
+    return Param("d", label, "int", lo, hi, 2, value)
 
 
 def _base(value: float = 1e4, lo: float = 1.0, hi: float = 9.0) -> Param:
@@ -108,7 +108,7 @@ MODELS: dict[str, Model] = {
             "Heatmap of the inner product of the sinusoidal encodings of positions m and n, "
             "and its profile against the distance",
             (
-                _d(64, 2, 256),
+                _d(64, 2, 256, label="model width d_model"),
                 _base(1e4, 0.5, 6.0),
                 Param("positions", "positions", "int", 16, 256, 16, 64),
             ),
