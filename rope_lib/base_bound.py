@@ -12,8 +12,14 @@ What this module computes
   the table of the chapter, read from a JSON cache keyed on this module's source.
 * :func:`similarity_gap_monte_carlo`: a Monte Carlo estimate of
   :math:`\delta_m/(2\sigma^2)` with confidence intervals, for equal or unequal means.
-* :func:`float32_margin`: :math:`B_m` with angles rounded as a float32 implementation would.
-* One plotting function per figure of the chapter.
+* :func:`base_is_feasible` (is :math:`B_m \ge 0` for every :math:`m < L`?) and
+  :func:`feasible_window_top` (walk up from a feasible base to the top of its window).
+* :func:`su_min_base`: Su's published coarse-to-fine search; :func:`grid_min_base`: the
+  first feasible base of a two-digit grid (a hypothesis about the paper's table);
+  :func:`published_summary`: the comparison of the published tables with the exact one.
+* :func:`float32_margin`: :math:`B_m` with angles rounded as a float32 implementation would;
+  :func:`float32_min_base`: the first base that passes in float32.
+* :func:`html_table` and one plotting function per figure of the chapter.
 
 Why a certified sweep
 ---------------------
@@ -91,10 +97,17 @@ __all__ = [
     "PUBLISHED_MIN_BASE",
     "REAL_MODELS",
     "float32_margin",
+    "float32_min_base",
+    "base_is_feasible",
+    "feasible_window_top",
     "grid_min_base",
+    "su_min_base",
+    "published_summary",
+    "html_table",
     "brute_force_feasible",
     "similarity_gap_monte_carlo",
     "similarity_gap_expected",
+    "symbolic_similarity_gap",
     "plot_similarity_margin",
     "plot_monte_carlo_gap",
     "plot_horizon_vs_base",
@@ -510,30 +523,20 @@ def _round2(value: float) -> float:
     return float(f"{value:.1e}")
 
 
-def _float32_ok(base: float, length: int, d: int) -> bool:
-    """Whether the float32 margin of :func:`float32_margin` is >= 0 for every m < length."""
-    for start in range(0, length, 1 << 18):
-        m = np.arange(start, min(length, start + (1 << 18)))
-        if float32_margin(m, d, base).min() < 0:
-            return False
-    return True
-
-
 def _checks(k: int, base: float, d: int) -> dict:
     """The comparison columns of the chapter's table for L = 2^k."""
     length = 1 << k
     out = {
         "base_m_le_L": min_base(length + 1, d),
-        "float32_ok": _float32_ok(base, length, d),
         "round2": _round2(base),
         "round2_ok": max_context(_round2(base), d) >= length,
+        "grid2": grid_min_base(length, d, exact=True),
     }
     if d == 128 and k in PUBLISHED_MIN_BASE:
         for name, value in zip(("paper", "su"), PUBLISHED_MIN_BASE[k], strict=True):
             out[name] = value
             out[f"{name}_horizon"] = max_context(value, d)
             out[f"{name}_ok"] = out[f"{name}_horizon"] >= length
-            out[f"{name}_float32_ok"] = _float32_ok(value, length, d)
     return out
 
 
@@ -546,11 +549,10 @@ def min_base_table(
     ``n_gaps`` (cumulative over the chain of shorter lengths), ``seconds`` (spent on this row
     after the shorter ones), ``base_m_le_L``
     (the minimum under the criterion :math:`m \le L`, i.e. ``min_base(L + 1)``),
-    ``float32_ok`` (is ``base`` feasible when :math:`B_m` is computed with float32 angles,
-    :func:`float32_margin`), ``round2`` / ``round2_ok`` (``base`` rounded to two digits and
-    whether that is feasible) and, for ``d = 128`` and the published lengths, ``paper``,
-    ``su`` (:data:`PUBLISHED_MIN_BASE`) with their horizons and feasibility in float64 and
-    float32.
+    ``round2`` / ``round2_ok`` (``base`` rounded to two digits and whether that is feasible),
+    ``grid2`` (the first feasible base of the two-digit grid, :func:`grid_min_base` with
+    ``exact=True``) and, for ``d = 128`` and the published lengths, ``paper``, ``su``
+    (:data:`PUBLISHED_MIN_BASE`) with their horizons and feasibility.
 
     The sweep for the whole default table (:math:`L = 2^{10} \dots 2^{20}`, ``d = 128``) takes
     tens of seconds, so the rows are stored in ``rope_lib/data/min_base_table.json`` together
@@ -629,15 +631,27 @@ def brute_force_feasible(base: float, context_length: int, d: int = 128) -> bool
     return True
 
 
-def grid_min_base(context_length: int, d: int = 128, digits: int = 2, start: float = 100.0):
+def grid_min_base(
+    context_length: int,
+    d: int = 128,
+    digits: int = 2,
+    start: float = 100.0,
+    *,
+    exact: bool = False,
+):
     r"""First base of a grid with ``digits`` significant digits that passes the brute force.
 
-    The method of Su (2024, archive 10122) as described there: scan bases upward on a grid
-    (here :math:`c \cdot 10^e` with ``digits``-digit mantissas c, from ``start``) and check
-    :math:`B_m \ge 0` for all :math:`m < L` at each by brute force
-    (:func:`brute_force_feasible`). It can only return grid points, and it can step over a
-    feasible window narrower than the grid spacing, so it bounds the true minimum from above
-    only when no such window exists. Used as the baseline of the benchmark."""
+    A *hypothesis* about how a published table could have been made, not a published method:
+    scan bases upward on the grid :math:`c \cdot 10^e` (``digits``-digit mantissas c, from
+    ``start``) and check :math:`B_m \ge 0` for all :math:`m < L` at each by brute force
+    (:func:`brute_force_feasible`). It can only return grid points, and it steps over any
+    feasible window narrower than the grid spacing. For ``d = 128`` it reproduces the value of
+    Men et al. at :math:`L = 2^{11}` (1.6e4) but not their other departures from the minimum
+    (chapter ``base-bound``). Su's published search is :func:`su_min_base`.
+
+    ``exact=True`` checks each grid base with :func:`base_is_feasible` (exact and much faster
+    for long contexts) instead of the plain float64 brute force; the two differ only where
+    :math:`\min_m B_m` is within rounding of zero at a grid base."""
     length = _check_length(context_length)
     d = check_dim(d)
     digits = check_positive_int(digits, "digits")
@@ -650,23 +664,226 @@ def grid_min_base(context_length: int, d: int = 128, digits: int = 2, start: flo
         base = mantissa * 10.0**exponent
         if base > 1e300:
             raise ValueError(f"no grid base below 1e300 is feasible for L = {length}")
-        if brute_force_feasible(base, length, d):
+        check = base_is_feasible if exact else brute_force_feasible
+        if check(base, length, d):
             return float(f"{mantissa}e{exponent}")
         mantissa += 1
+
+
+def base_is_feasible(base: float, context_length: int, d: int = 128) -> bool:
+    r"""Whether :math:`B_m(b) \ge 0` for every integer :math:`0 \le m < L`.
+
+    Exact, like :func:`max_context` (which it calls with ``limit = L``): float64 matrix-product
+    evaluation with a rounding margin, borderline values decided in 50-digit mpmath.
+    Equivalent to ``max_context(base, d) >= context_length``, without scanning past L.
+    """
+    base = check_base(base)
+    length = _check_length(context_length)
+    d = check_dim(d)
+    if length <= 2:
+        return True  # B_0 = d/2 and B_1 > 0 for every base (theta_i in (0, 1])
+    try:
+        max_context(base, d, limit=length)
+    except ValueError:  # no negative B_m below the limit
+        return True
+    return False
+
+
+def feasible_window_top(
+    base: float, context_length: int, d: int = 128, rel_step: float = 1e-4, max_steps: int = 10**6
+) -> float:
+    r"""Walk upward from a feasible base in relative steps while the next base is feasible.
+
+    Returns the last feasible base :math:`b(1 + s)^k` before the first infeasible one, i.e.
+    the top of the feasible window that contains ``base``, to within the relative step
+    :math:`s` = ``rel_step`` (a window narrower than s further up may be skipped; the walk
+    only looks at its own grid). Raises ``ValueError`` if ``base`` itself is infeasible.
+    """
+    length = _check_length(context_length)
+    if not base_is_feasible(base, length, d):
+        raise ValueError(f"base = {base!r} is not feasible for L = {length}, d = {d}")
+    if not (isinstance(rel_step, float | int) and 0 < rel_step < 1):
+        raise ValueError(f"rel_step must lie in (0, 1), got {rel_step!r}")
+    top = float(base)
+    for _ in range(check_positive_int(max_steps, "max_steps")):
+        nxt = top * (1.0 + rel_step)
+        if not base_is_feasible(nxt, length, d):
+            return top
+        top = nxt
+    raise ValueError(f"still feasible after {max_steps} steps: the window is wider than that")
+
+
+def _direct_margins(bases: np.ndarray, ms: np.ndarray, d: int, dtype: type) -> np.ndarray:
+    """B_m for each base (rows) and distance (columns), direct cosine sums in ``dtype``."""
+    i = np.arange(d // 2, dtype=dtype)
+    th = np.asarray(bases, dtype=dtype)[:, None] ** (dtype(-2.0) * i[None, :] / dtype(d))
+    angles = np.asarray(ms, dtype=dtype)[None, :, None] * th[:, None, :]
+    return np.cos(angles).sum(axis=2, dtype=dtype)
+
+
+def _first_passing(bases: np.ndarray, length: int, margins, batch: int = 512) -> int:
+    """Index of the first base (in the given order) with margins >= 0 for every m < length.
+
+    ``margins(bases, ms)`` returns the (bases x distances) array. A base is declared
+    infeasible only on a negative value it was evaluated at: first at a few *witness*
+    distances (those that failed for earlier bases; neighbouring bases of a fine grid
+    usually fail at the same m), otherwise by a full scan of all m < length. Returns -1 if
+    no base passes.
+    """
+    witnesses = np.empty(0, dtype=np.int64)
+    for lo in range(0, bases.size, batch):
+        chunk = bases[lo : lo + batch]
+        alive = np.ones(chunk.size, dtype=bool)
+        if witnesses.size:
+            alive = margins(chunk, witnesses).min(axis=1) >= 0
+        for j in range(chunk.size):
+            if not alive[j]:
+                continue
+            failing = -1
+            for start in range(0, length, 2048):
+                ms = np.arange(start, min(length, start + 2048))
+                values = margins(chunk[j : j + 1], ms)[0]
+                if values.min() < 0:
+                    failing = int(ms[np.argmin(values)])
+                    break
+            if failing < 0:
+                return lo + j
+            alive[j] = False
+            near = np.clip(failing + np.arange(-2, 3), 0, length - 1)
+            witnesses = np.unique(np.concatenate([witnesses[-60:], near]))
+            rest = np.flatnonzero(alive[j + 1 :]) + j + 1
+            if rest.size:
+                bad = margins(chunk[rest], near).min(axis=1) < 0
+                alive[rest[bad]] = False
+    return -1
+
+
+def su_min_base(
+    context_length: int,
+    d: int = 128,
+    levels: int = 5,
+    start_factor: float = 1000.0,
+    dtype: type = np.float64,
+) -> float:
+    r"""Su's published coarse-to-fine search for the smallest base (Su 2024, archive 10122).
+
+    Start from :math:`B = 1000\,L` (feasible for every :math:`L \le 10^6`, d = 128). For
+    :math:`k = 1, \dots, 5`: divide :math:`[0, B]` into :math:`10^k` equal parts, take the
+    *first* division point :math:`b = jB/10^k` (j = 1, 2, ...) at which
+    :math:`\min_{0 \le m < L} \sum_i \cos(m\, b^{-2i/d}) \ge 0`, and set :math:`B = b`.
+    Return the final B.
+
+    Each level searches all of :math:`[0, B]` again, so a window missed by a coarse level
+    is found by a finer one if it is wider than the final spacing
+    :math:`B/10^5`: the result is the first feasible point of a grid of relative
+    spacing about :math:`10^{-5}`. The check is Su's direct cosine sum, in ``dtype``
+    (his JAX code runs in float32 unless 64-bit mode is enabled); here the points are
+    visited in order with the early exit of :func:`_first_passing`, which gives the same
+    answer as checking every point.
+
+    Parameters
+    ----------
+    context_length : int
+        :math:`L \ge 3`.
+    d : int
+        Head dimension.
+    levels : int
+        Number of refinements (5 in Su's code).
+    start_factor : float
+        :math:`B = ` ``start_factor`` :math:`\cdot L` at the start (1000).
+    dtype : numpy float type
+        ``np.float64`` (default) or ``np.float32``.
+    """
+    length = _check_length(context_length)
+    d = check_dim(d)
+    levels = check_positive_int(levels, "levels")
+    if dtype not in (np.float64, np.float32):
+        raise ValueError(f"dtype must be numpy.float64 or numpy.float32, got {dtype!r}")
+    top = float(start_factor) * length
+
+    def margins(bases: np.ndarray, ms: np.ndarray) -> np.ndarray:
+        return _direct_margins(bases, ms, d, dtype)
+
+    if _first_passing(np.array([top]), length, margins) < 0:
+        raise ValueError(f"the starting point B = {top:g} is not feasible for L = {length}")
+    for k in range(1, levels + 1):
+        grid = np.linspace(0.0, 1.0, 10**k + 1)[1:] * top
+        top = float(grid[_first_passing(grid, length, margins)])  # grid[-1] = top passes
+    return top
+
+
+def published_summary(rows: Sequence[dict]) -> dict[str, Any]:
+    r"""Compare the published minimum bases with the exact ones, row by row of
+    :func:`min_base_table` (``d = 128``).
+
+    Returns a dict of lists of context lengths L:
+
+    * ``su_is_round2``: Su's value equals the exact minimum rounded to two significant digits;
+    * ``su_bad``: Su's value fails :math:`B_m \ge 0` for some :math:`m < L`, split into
+      ``su_round_down`` (printed value below the exact minimum, hence infeasible) and
+      ``su_round_up`` (above it, but outside the feasible window that starts there);
+    * ``paper_bad``: the value of Men et al. fails the criterion; ``paper_above``: it is at
+      or above the exact minimum rounded to two digits;
+    * ``paper_departs``: the paper's value differs from the rounded exact minimum, and
+      ``grid_matches``: of those, the rows where the two-digit grid (``grid2``) gives the
+      paper's value;
+    * ``le_same``: the minimum under :math:`m \le L` equals the one under :math:`m < L`
+      (relative difference below :math:`10^{-6}`).
+    """
+    rows = list(rows)
+    out: dict[str, Any] = {
+        "su_is_round2": [r["L"] for r in rows if r["su"] == r["round2"]],
+        "su_bad": [r["L"] for r in rows if not r["su_ok"]],
+        "su_round_down": [r["L"] for r in rows if not r["su_ok"] and r["su"] < r["base"]],
+        "su_round_up": [r["L"] for r in rows if not r["su_ok"] and r["su"] > r["base"]],
+        "paper_bad": [r["L"] for r in rows if not r["paper_ok"]],
+        "paper_above": [r["L"] for r in rows if r["paper"] >= r["round2"]],
+        "paper_departs": [r["L"] for r in rows if r["paper"] != r["round2"]],
+        "le_same": [r["L"] for r in rows if abs(r["base_m_le_L"] / r["base"] - 1) < 1e-6],
+    }
+    out["grid_matches"] = [
+        r["L"] for r in rows if r["L"] in out["paper_departs"] and r["grid2"] == r["paper"]
+    ]
+    return out
+
+
+def html_table(header: Sequence[Any], body: Sequence[Sequence[Any]]) -> str:
+    """A small right-aligned HTML table (header row, then one row per entry of ``body``).
+
+    Cells are inserted as given (they may hold markup such as ``<b>no</b>``); every row
+    must have as many cells as the header.
+    """
+    pad = 'style="padding: 0.15em 0.4em; text-align: right"'
+    width = len(header)
+    for row in body:
+        if len(row) != width:
+            raise ValueError(f"every row needs {width} cells, got {len(row)}: {row!r}")
+
+    def cells(row: Sequence[Any], tag: str) -> str:
+        return "".join(f"<{tag} {pad}>{c}</{tag}>" for c in row)
+
+    rows = "".join(f"<tr>{cells(r, 'td')}</tr>" for r in body)
+    return f"<table><tr>{cells(header, 'th')}</tr>{rows}</table>"
 
 
 # --------------------------------------------------------------------------------------------
 # float32 angles
 # --------------------------------------------------------------------------------------------
-def float32_margin(m: Any, d: int, base: float = 10000.0) -> np.ndarray | np.float32:
+def float32_margin(
+    m: Any, d: int, base: float = 10000.0, inv_freq: Any = None
+) -> np.ndarray | np.float32:
     r""":math:`B_m` as a float32 implementation computes it.
 
     .. math:: \tilde B_m = \sum_i \cos_{32}\bigl(\mathrm{fl}_{32}(m \cdot
-              \mathrm{fl}_{32}(\theta_i))\bigr),
+              \tilde\theta_i)\bigr),
 
-    the float32 angle table ``outer(positions, inv_freq)`` of LLaMA / Hugging Face code, with
-    ``inv_freq`` the float32 rounding of :math:`\theta_i`, cosines and sum in float32. The
-    phase error is about :math:`m\theta_i 2^{-24}`: of order one radian at :math:`m \sim 10^7`.
+    the float32 angle table ``outer(positions, inv_freq)`` of LLaMA / Hugging Face code,
+    cosines and sum in float32. :math:`\tilde\theta_i` is ``inv_freq`` if given (a float32
+    array of length d/2, e.g. from a framework's own recipe), otherwise the float32
+    rounding of the float64 :math:`\theta_i`. Recipes differ by an ulp here and there
+    (Hugging Face computes ``1 / base ** (arange(0, d, 2) / d)`` in float32), and at a base
+    where :math:`\min_m B_m` is within rounding of zero the verdict depends on the recipe.
+    The phase error is about :math:`m\theta_i 2^{-24}`.
 
     Parameters
     ----------
@@ -675,15 +892,21 @@ def float32_margin(m: Any, d: int, base: float = 10000.0) -> np.ndarray | np.flo
     d : int
         Head dimension.
     base : float
-        Base :math:`b > 1`.
+        Base :math:`b > 1` (ignored when ``inv_freq`` is given).
+    inv_freq : array_like of float32, optional
+        The frequencies to use, length d/2.
     """
     d = check_dim(d)
     base = check_base(base)
     ms = check_integer_array(m, "m")
     if np.any(np.abs(ms) > 2**24):
         raise ValueError("m must have magnitude <= 2**24 (exact in float32)")
-    # theta_i rounded once to float32 (a pow in float32 may add an ulp more; same order).
-    inv = theta(d, base).astype(np.float32)
+    if inv_freq is None:
+        inv = theta(d, base).astype(np.float32)
+    else:
+        inv = np.asarray(inv_freq)
+        if inv.shape != (d // 2,) or inv.dtype != np.float32:
+            raise ValueError(f"inv_freq must be a float32 array of shape ({d // 2},)")
     flat = ms.ravel().astype(np.float32)
     out = np.empty(flat.shape, dtype=np.float32)
     step = max(1, (1 << 20) // inv.size)
@@ -692,6 +915,53 @@ def float32_margin(m: Any, d: int, base: float = 10000.0) -> np.ndarray | np.flo
         out[s : s + step] = np.cos(ang).sum(axis=1, dtype=np.float32)
     out = out.reshape(ms.shape)
     return out[()] if out.ndim == 0 else out
+
+
+def float32_min_base(
+    context_length: int,
+    d: int = 128,
+    inv_freq=None,
+    rel_step: float = 1e-8,
+    rel_span: float = 1e-5,
+) -> float:
+    r"""The smallest base that passes :math:`\tilde B_m \ge 0` (float32, :func:`float32_margin`)
+    for every :math:`m < L`, on a fine grid around the exact :func:`min_base` :math:`b^*`.
+
+    Scans :math:`b^*(1 + j s)` for :math:`j = -J, \dots, J` (:math:`s` = ``rel_step``,
+    :math:`J s` = ``rel_span``) upward and returns the first base that passes. Raises if the
+    first grid point already passes (the float32 boundary may lie further down: widen
+    ``rel_span``) or if none passes.
+
+    Parameters
+    ----------
+    context_length, d : int
+        The problem (L at most 2**24).
+    inv_freq : callable, optional
+        ``inv_freq(base) -> float32 array`` of the d/2 frequencies (a framework's recipe);
+        default: float32 rounding of the float64 :math:`\theta_i`.
+    rel_step, rel_span : float
+        Grid spacing and half-width, relative to :math:`b^*`.
+    """
+    length = _check_length(context_length)
+    d = check_dim(d)
+    if not 0 < rel_step <= rel_span < 0.5:
+        raise ValueError("need 0 < rel_step <= rel_span < 0.5")
+    exact = min_base(length, d)
+    n = int(round(rel_span / rel_step))
+    grid = exact * (1.0 + rel_step * np.arange(-n, n + 1))
+
+    def recipe(b: float):
+        return None if inv_freq is None else inv_freq(float(b))
+
+    def margins(bases: np.ndarray, ms: np.ndarray) -> np.ndarray:
+        return np.stack([float32_margin(ms, d, float(b), recipe(b)) for b in bases])
+
+    idx = _first_passing(grid, length, margins, batch=64)
+    if idx < 0:
+        raise ValueError(f"no base within a relative {rel_span:g} of min_base passes in float32")
+    if idx == 0:
+        raise ValueError("the lowest grid point already passes in float32: widen rel_span")
+    return float(grid[idx])
 
 
 # --------------------------------------------------------------------------------------------
@@ -742,6 +1012,53 @@ def similarity_gap_expected(
     extra = (np.conj(_pairs(mu_q)) * _pairs(mu_q - mu_k) * rot).sum(axis=-1).real
     out = similarity_margin(ms, d, base) + extra / (2 * sigma**2)
     return out[()] if np.ndim(out) == 0 else out
+
+
+def symbolic_similarity_gap(d: int = 4) -> dict[str, Any]:
+    r"""The expected advantage :math:`\delta_m` in sympy, from the moments alone.
+
+    With symbolic means :math:`\mu_q, \mu_k`, a symbolic symmetric covariance
+    :math:`\Sigma_q` of q and the angles :math:`a_i = m\theta_i` as free symbols, the
+    polynomial :math:`q^\top R_m q - q^\top R_m k` is expanded and each monomial replaced by
+    its expectation, :math:`\mathbb E[q_a q_b] = \Sigma_{ab} + \mu_{q,a}\mu_{q,b}` and
+    (q, k independent) :math:`\mathbb E[q_a k_b] = \mu_{q,a}\mu_{k,b}`. The perturbation of
+    :math:`k^* = q + \varepsilon` is left out: :math:`\mathbb E[q^\top R_m \varepsilon] = 0`
+    when :math:`\mathbb E[\varepsilon \mid q] = 0`. No trace identity is used, so comparing
+    ``delta`` with :math:`\operatorname{tr}(R_m\Sigma_q) + \mu_q^\top R_m(\mu_q - \mu_k)` is
+    an independent check of the chapter's theorem.
+
+    Returns
+    -------
+    dict
+        ``delta`` (sympy expression), ``R`` (block-diagonal rotation), ``Sigma``,
+        ``mu_q``, ``mu_k`` (sympy matrices) and ``angles`` (the symbols :math:`a_i`).
+    """
+    import sympy as sp
+
+    d = check_dim(d)
+    q, k = sp.symbols(f"q0:{d}"), sp.symbols(f"k0:{d}")
+    mu_q, mu_k = sp.symbols(f"muq0:{d}"), sp.symbols(f"muk0:{d}")
+    sig = sp.Matrix(d, d, lambda a, b: sp.Symbol(f"S{min(a, b)}{max(a, b)}"))
+    angles = sp.symbols(f"a0:{d // 2}", real=True)
+    rot = sp.diag(*[sp.Matrix([[sp.cos(x), -sp.sin(x)], [sp.sin(x), sp.cos(x)]]) for x in angles])
+    moments = {}
+    for a in range(d):
+        for b in range(d):
+            moments[q[a] * q[b]] = sig[a, b] + mu_q[a] * mu_q[b]
+            moments[q[a] * k[b]] = mu_q[a] * mu_k[b]
+    qv, kv = sp.Matrix(q), sp.Matrix(k)
+    poly = sp.Poly(sp.expand((qv.T * rot * qv - qv.T * rot * kv)[0]), *q, *k)
+    delta = 0
+    for powers, coeff in poly.terms():
+        delta += coeff * moments[sp.Mul(*[v**e for v, e in zip((*q, *k), powers, strict=True)])]
+    return {
+        "delta": sp.expand(delta),
+        "R": rot,
+        "Sigma": sig,
+        "mu_q": sp.Matrix(mu_q),
+        "mu_k": sp.Matrix(mu_k),
+        "angles": angles,
+    }
 
 
 def _check_sigma(sigma: Any) -> float:

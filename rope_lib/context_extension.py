@@ -196,17 +196,21 @@ def scaled_theta(
         :math:`0.1 \ln s + 1` (:func:`yarn_attention_factor`).
     ``"llama3"`` (Llama 3.1, Dubey et al. 2024; parameters ``low_freq_factor=1``,
     ``high_freq_factor=4``; ``original_context`` defaults to 8192)
-        With wavelength :math:`\lambda_i = 2\pi/\theta_i`,
+        With the period (wavelength) :math:`T_i = 2\pi/\theta_i` of pair i,
 
         .. math::
             \theta_i' = \begin{cases}
-            \theta_i & \lambda_i < L/\beta \\
-            \theta_i/s & \lambda_i > L/\alpha \\
+            \theta_i & T_i < L/\beta \\
+            \theta_i/s & T_i > L/\alpha \\
             (1 - \mu_i)\,\theta_i/s + \mu_i\,\theta_i, \quad
-            \mu_i = \dfrac{L/\lambda_i - \alpha}{\beta - \alpha} & \text{otherwise,}
+            \mu_i = \dfrac{L/T_i - \alpha}{\beta - \alpha} & \text{otherwise,}
             \end{cases}
 
         where :math:`\alpha` = ``low_freq_factor`` and :math:`\beta` = ``high_freq_factor``.
+        Since :math:`L/T_i = r_i` is the number of turns over :math:`L`, this is YaRN's ramp
+        in the form the YaRN paper writes it (linear in :math:`r_i`) with
+        :math:`\beta_{\rm slow} = \alpha`, :math:`\beta_{\rm fast} = \beta`, and without
+        YaRN's attention factor.
 
     Parameters
     ----------
@@ -403,7 +407,7 @@ def plot_wavelengths(
     original_context: int = 8192,
     methods: Sequence[str] = ("none", "linear", "ntk", "yarn", "llama3"),
 ) -> Figure:
-    r"""Figure: wavelength :math:`\lambda_i = 2\pi/\theta_i'` against the pair index
+    r"""Figure: period (wavelength) :math:`T_i' = 2\pi/\theta_i'` against the pair index
     :math:`i` for each method (log scale), with the training context :math:`L` and the
     target :math:`sL` drawn as horizontal lines.
 

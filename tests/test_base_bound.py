@@ -308,3 +308,181 @@ def test_plot_min_base_table():
     assert "Su, archive 10122 (infeasible)" in labels  # 1.2e4 fails for L = 2048
     assert ax.get_xlabel() == "context length $L$"
     plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------
+# Su's published search, the grid hypothesis, the published tables
+# ------------------------------------------------------------------------------------------
+def naive_su(length: int, d: int) -> float:
+    """Su's code (archive 10122) transcribed: every grid point checked, no shortcut."""
+    top = 1000.0 * length
+    m = np.arange(length, dtype=float)
+    i = np.arange(d // 2)
+    for k in range(1, 6):
+        bs = np.linspace(0, 1, 10**k + 1)[1:] * top
+        ys = np.array([np.cos(m[:, None] * b ** (-2 * i[None] / d)).sum(axis=1).min() for b in bs])
+        top = float(bs[np.argmax(ys >= 0)])
+        assert ys.max() >= 0  # argmax above is meaningful: some point passed
+    return top
+
+
+def test_su_min_base_equals_naive_transcription():
+    for length, d in [(100, 8), (150, 32)]:
+        assert bb.su_min_base(length, d) == naive_su(length, d)
+
+
+def test_su_min_base_reproduces_the_rerun_and_the_printed_table():
+    # Reviewer's independent rerun of Su's search: 4293.45 (L = 1024), 11587.4 (L = 2048).
+    got = {L: bb.su_min_base(L) for L in (1024, 2048)}
+    assert round(got[1024], 2) == 4293.45
+    assert round(got[2048], 1) == 11587.4
+    for L, b in got.items():
+        assert feasible(b, L, 128)
+        assert 0 <= b / bb.min_base(L) - 1 < 2e-5
+    # printed to two digits, they are Su's table entries
+    assert [float(f"{got[L]:.1e}") for L in (1024, 2048)] == [4.3e3, 1.2e4]
+    assert not feasible(1.2e4, 2048, 128)  # ... and 1.2e4 fails: no grid search returns it
+
+
+def test_grid_exact_check_agrees_with_brute_force():
+    for L in (1024, 2048, 4096):
+        assert bb.grid_min_base(L, exact=True) == bb.grid_min_base(L)
+    assert bb.grid_min_base(2048) == 1.6e4 == bb.PUBLISHED_MIN_BASE[11][0]
+
+
+def test_published_summary_classifies_rows():
+    def row(L, base, paper, su, grid2):
+        r2 = float(f"{base:.1e}")
+        return {
+            "L": L, "base": base, "base_m_le_L": base, "round2": r2, "grid2": grid2,
+            "paper": paper, "paper_ok": paper >= base, "su": su, "su_ok": su == base,
+        }  # fmt: skip
+
+    rows = [row(1, 1234.0, 1300.0, 1200.0, 1300.0), row(2, 5678.0, 5700.0, 5700.0, 6000.0)]
+    out = bb.published_summary(rows)
+    assert out["su_round_down"] == [1] and out["su_round_up"] == [2]
+    assert out["su_bad"] == [1, 2] and out["su_is_round2"] == [1, 2]
+    assert out["paper_departs"] == [1] and out["grid_matches"] == [1]
+
+
+def test_su_failures_split_into_round_down_and_round_up():
+    rows = bb.min_base_table()
+    out = bb.published_summary(rows)
+    assert out["su_round_down"] == [1 << 14, 1 << 19, 1 << 20]
+    assert out["su_round_up"] == [1 << 11, 1 << 12, 1 << 17, 1 << 18]
+    assert out["grid_matches"] == [2048]
+    # independent check of the short ones: rounded up, yet infeasible
+    for L in (2048, 4096):
+        su = bb.PUBLISHED_MIN_BASE[L.bit_length() - 1][1]
+        assert su > bb.min_base(L) and not feasible(su, L, 128)
+
+
+def test_base_is_feasible_and_window_walk():
+    for base in (4000.0, 4293.44, 4293.44 * 1.001, 11587.3, 12000.0, 16000.0):
+        for L in (1024, 2048):
+            assert bb.base_is_feasible(base, L) == feasible(base, L, 128)
+    b0 = bb.min_base(2048)
+    top = bb.feasible_window_top(b0, 2048, rel_step=1e-4)
+    assert feasible(top, 2048, 128) and not feasible(top * (1 + 1e-4), 2048, 128)
+    assert top < 1.2e4
+    with pytest.raises(ValueError, match="not feasible"):
+        bb.feasible_window_top(1.2e4, 2048)
+
+
+# ------------------------------------------------------------------------------------------
+# float32: the minimum moves by ~1e-6 and the verdict at the exact minimum is a knife edge
+# ------------------------------------------------------------------------------------------
+def numpy_f32_min(inv: np.ndarray, length: int) -> float:
+    m = np.arange(length, dtype=np.float32)
+    return float(np.cos(np.multiply.outer(m, inv).astype(np.float32)).sum(axis=1).min())
+
+
+def test_float32_min_base_passes_and_the_point_below_fails():
+    for L in (1024, 2048, 4096):
+        b = bb.float32_min_base(L)
+        below = b - bb.min_base(L) * 1e-8
+        rounded = lambda x: np.array(  # noqa: E731
+            [x ** (-2.0 * i / 128) for i in range(64)], dtype=np.float32
+        )
+        assert numpy_f32_min(rounded(b), L) >= 0 > numpy_f32_min(rounded(below), L)
+        assert abs(b / bb.min_base(L) - 1) < 2e-6
+
+
+def test_float32_verdict_depends_on_the_theta_recipe():
+    torch = pytest.importorskip("torch")
+    L, d = 2048, 128
+    b0 = bb.min_base(L)
+    m = torch.arange(L, dtype=torch.float32)
+    hf = 1.0 / (b0 ** (torch.arange(0, d, 2).float() / d))  # Hugging Face's float32 recipe
+    rounded = torch.tensor([b0 ** (-2.0 * i / d) for i in range(d // 2)], dtype=torch.float64)
+    score = lambda inv: float(torch.cos(torch.outer(m, inv)).sum(-1).min())  # noqa: E731
+    assert score(hf) >= 0 > score(rounded.float())
+    assert bb.float32_margin(np.arange(L), d, b0, inv_freq=hf.numpy()).min() >= 0
+    assert bb.float32_margin(np.arange(L), d, b0).min() < 0
+
+
+# ------------------------------------------------------------------------------------------
+# the general form of the expected advantage
+# ------------------------------------------------------------------------------------------
+def test_symbolic_gap_is_the_trace_formula():
+    import sympy as sp
+
+    g = bb.symbolic_similarity_gap(4)
+    R, S, mq, mk = g["R"], g["Sigma"], g["mu_q"], g["mu_k"]
+    assert sp.simplify(g["delta"] - (R * S).trace() - (mq.T * R * (mq - mk))[0]) == 0
+    wrong = (R * S).trace() + (mq.T * R * mq)[0]  # forgetting the key's mean must fail
+    assert sp.simplify(g["delta"] - wrong) != 0
+
+
+def test_general_form_by_monte_carlo():
+    d, base, n = 8, 30.0, 400_000
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(d, d))
+    cov = a @ a.T / d  # a full, correlated covariance
+    mu_q, mu_k = rng.normal(size=d), rng.normal(size=d)
+    q = mu_q + rng.multivariate_normal(np.zeros(d), cov, size=n)
+    k = mu_k + rng.normal(size=(n, d)) * 1.7  # k's covariance must not matter
+    for m in (0, 5, 23):
+        r = rotation(m, d, base)
+        samples = np.einsum("ni,ij,nj->n", q, r, q - k)
+        closed = np.trace(r @ cov) + mu_q @ r @ (mu_q - mu_k)
+        weighted = sum(
+            (cov[2 * i, 2 * i] + cov[2 * i + 1, 2 * i + 1]) * np.cos(m * base ** (-2 * i / d))
+            for i in range(d // 2)
+        )
+        assert np.trace(r @ cov) == pytest.approx(weighted, abs=1e-12)
+        # five standard errors of the mean, from the sample itself
+        assert abs(samples.mean() - closed) <= 5 * samples.std(ddof=1) / np.sqrt(n)
+
+
+def test_all_ones_mean_rescales_by_a_factor_that_can_be_negative():
+    m = np.arange(300)
+    exact = direct(m, 32, 500.0)
+    for c, c2, sigma in [(0.8, 0.0, 1.3), (1.0, 3.0, 1.0), (0.5, 0.2, 0.4)]:
+        got = bb.similarity_gap_expected(m, 32, 500.0, sigma=sigma, mean_q=c, mean_k=c2)
+        np.testing.assert_allclose(got, (1 + c * (c - c2) / sigma**2) * exact, atol=1e-9)
+    got = bb.similarity_gap_expected(m, 32, 500.0, mean_q=1.0, mean_k=3.0)
+    assert np.all(np.sign(got[exact != 0]) == -np.sign(exact[exact != 0]))
+
+
+def test_html_table():
+    from html.parser import HTMLParser
+
+    class Cells(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.rows: list[list[str]] = []
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "tr":
+                self.rows.append([])
+
+        def handle_data(self, data):
+            if self.rows:
+                self.rows[-1].append(data)
+
+    parser = Cells()
+    parser.feed(bb.html_table(["a", "b"], [[1, "<b>no</b>"], ["x", 2.5]]))
+    assert parser.rows == [["a", "b"], ["1", "no"], ["x", "2.5"]]
+    with pytest.raises(ValueError, match="cells"):
+        bb.html_table(["a", "b"], [[1]])

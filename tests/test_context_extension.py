@@ -212,6 +212,37 @@ def test_llama31_defaults_match_hf(hf):
     assert np.all(np.abs(th - inv) <= (1 + 4 / 3) * hf_rtol(500000.0) * theta(128, 500000.0))
 
 
+@given(d=dims, base=bases, s=factors, L=contexts)
+def test_llama3_is_yarn_paper_ramp_with_one_and_four(d, base, s, L):
+    # YaRN as its paper writes it: weight of the original frequency linear in the number of
+    # turns r = L theta / (2 pi), clipped to [0, 1] between beta_slow = 1 and beta_fast = 4;
+    # no attention factor. Written here from the formula, not from rope_lib.
+    th0 = mp_ntk(d, base, 1.0)  # theta_i = b^{-2i/d} at 30 digits
+    r = L * th0 / (2 * math.pi)
+    gamma = np.clip((r - 1.0) / (4.0 - 1.0), 0.0, 1.0)
+    expected = (1 - gamma) * th0 / s + gamma * th0
+    got, a = scaled_theta(d, base, "llama3", s, L)
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+    assert a == 1.0
+
+
+def test_llama31_horizon_falls_short_of_its_shipped_context():
+    # Llama 3.1: s = 8, L = 8192, b = 5e5, shipped context 131072. Horizon by direct cosine
+    # sums over the frequencies written from the YaRN-paper form above.
+    d, base, s, L = 128, 5e5, 8.0, 8192
+    th0 = mp_ntk(d, base, 1.0)  # theta_i = b^{-2i/d} at 30 digits
+    gamma = np.clip((L * th0 / (2 * math.pi) - 1.0) / 3.0, 0.0, 1.0)
+    th = (1 - gamma) * th0 / s + gamma * th0
+    values = np.concatenate(
+        [direct_margin(np.arange(a, a + 8192), th) for a in range(0, 131072, 8192)]
+    )
+    negative = np.flatnonzero(values < 0)
+    assert negative.size  # the horizon lies inside the scanned range
+    horizon = int(negative[0])
+    assert s * L < horizon < 131072
+    assert horizon == ce.scaled_horizon(d, base, "llama3", s, L) == 85133
+
+
 # ------------------------------------------------------------------ closed forms and laws
 @given(d=dims, base=bases, s=factors)
 def test_linear_is_theta_over_factor(d, base, s):
