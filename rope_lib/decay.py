@@ -6,7 +6,7 @@ What this module computes
   :math:`g(x) = 2\sum_i \cos(x\theta_i)`, and :func:`exp_sum`, the complex sum
   :math:`\sum_i e^{\mathrm i x\theta_i}` behind it, for any frequencies.
 * :func:`roformer_bound`: the "relative upper bound" of RoFormer, section 3.4.3,
-  :math:`\bar S(x) = \frac{1}{d/2}\sum_{j=1}^{d/2}|S_j(x)|` with
+  :math:`\mathcal S(x) = \frac{1}{d/2}\sum_{j=1}^{d/2}|S_j(x)|` with
   :math:`S_j = \sum_{i<j} e^{\mathrm i x\theta_i}`, and :func:`abel_bound`, the bound it
   gives for a particular query and key.
 * :func:`integral_score`: the continuum view, :math:`d\,\mathrm{Re}\int_0^1 e^{\mathrm i x b^{-t}}dt
@@ -248,14 +248,14 @@ def _mean_abs_partial_sums(x: np.ndarray, ix: np.ndarray | None, freqs: np.ndarr
 def roformer_bound(distance: Any, d: int, base: float = 10000.0) -> np.ndarray | np.float64:
     r"""RoFormer's relative upper bound on the RoPE score (Su et al., section 3.4.3).
 
-    .. math:: \bar S(x) = \frac{1}{d/2}\sum_{j=1}^{d/2}\lvert S_j(x)\rvert, \qquad
+    .. math:: \mathcal S(x) = \frac{1}{d/2}\sum_{j=1}^{d/2}\lvert S_j(x)\rvert, \qquad
               S_j(x) = \sum_{i=0}^{j-1} e^{\mathrm i x\theta_i}, \qquad \theta_i = b^{-2i/d}.
 
     By Abel summation, :math:`\lvert\sum_i h_i e^{\mathrm i x\theta_i}\rvert \le
-    \max_i\lvert h_{i+1}-h_i\rvert\,\tfrac d2\,\bar S(x)` with :math:`h_{d/2} = 0`, where
+    \max_i\lvert h_{i+1}-h_i\rvert\,\tfrac d2\,\mathcal S(x)` with :math:`h_{d/2} = 0`, where
     :math:`h_i = \tilde q_i \overline{\tilde k_i}` pairs the coordinates of q and k
-    (:func:`abel_bound`). :math:`\bar S(0) = (d/2 + 1)/2`. Since
-    :math:`|S_j| + |S_{j+1}| \ge |S_{j+1} - S_j| = 1`, :math:`\bar S(x) \ge 1/2` for every
+    (:func:`abel_bound`). :math:`\mathcal S(0) = (d/2 + 1)/2`. Since
+    :math:`|S_j| + |S_{j+1}| \ge |S_{j+1} - S_j| = 1`, :math:`\mathcal S(x) \ge 1/2` for every
     real x.
 
     Parameters
@@ -285,7 +285,7 @@ def abel_bound(q: Any, k: Any, distance: Any, base: float = 10000.0) -> np.ndarr
               \quad h_{d/2} = 0,
 
     with :math:`\tilde q_i = q_{2i} + \mathrm i q_{2i+1}` (interleaved pairs) and
-    :math:`\sum_j |S_j| = \frac d2\,\bar S(x)` from :func:`roformer_bound`.
+    :math:`\sum_j |S_j| = \frac d2\,\mathcal S(x)` from :func:`roformer_bound`.
 
     Parameters
     ----------
@@ -543,7 +543,7 @@ def _power_level(alpha: float) -> float:
 def schedule_envelope(distance: Any, schedule: str) -> np.ndarray | np.float64:
     r"""Long-range envelope of :func:`schedule_integral`, for distances x > 0.
 
-    * ``"b^-t"``: :math:`E_b(x) = (|E_1(\mathrm i x)| + |E_1(\mathrm i x/b)|)/\ln b`. Since
+    * ``"b^-t"``: :math:`\mathcal E_b(x) = (|E_1(\mathrm i x)| + |E_1(\mathrm i x/b)|)/\ln b`. Since
       :math:`E_1(\mathrm i z) = -\mathrm{Ci}(z) + \mathrm i(\mathrm{Si}(z) - \pi/2)`, it is
       an upper bound on :math:`|\mathrm{Ci}(x) - \mathrm{Ci}(x/b)|/\ln b` at every x > 0,
       and it tends to :math:`b/(x\ln b)` for :math:`x \gg b`.
@@ -575,8 +575,8 @@ def envelope_crossover(base: float, alpha: float) -> float:
     r"""Distance at which the envelope of :math:`\theta_t = b^{-t}` falls below the level of
     :math:`\theta_t = t^\alpha` (:func:`schedule_envelope`), for alpha > 1.
 
-    Solves :math:`E_b(x) = P_\alpha(x)` for x by Brent's method on :math:`\ln x` in
-    :math:`[b/10, 10^{15}]`; :math:`E_b > P_\alpha` at the left end is required. For
+    Solves :math:`\mathcal E_b(x) = P_\alpha(x)` for x by Brent's method on :math:`\ln x` in
+    :math:`[b/10, 10^{15}]`; :math:`\mathcal E_b > P_\alpha` at the left end is required. For
     :math:`x \gg b` the equation reads :math:`b/(x\ln b) = P_\alpha(x)`, whose root is
     :math:`x_c = \big(b/(\Gamma(1+\frac1\alpha)\cos\frac{\pi}{2\alpha}\ln b)\big)^{\alpha/(\alpha-1)}`.
     """
@@ -910,13 +910,15 @@ def plot_monte_carlo(
 
 
 def plot_diagonal_h(d: int = 128, base: float = 10000.0, max_distance: int = 256):
-    r"""Figure: relative part of the diagonal-H score :math:`p_x^\top H p_0` for two diagonals.
+    r"""Figure: relative part of the diagonal-:math:`\mathcal H` score :math:`p_x^\top\mathcal H p_0`.
 
-    The relative part :math:`\sum_i h_i\cos(x\theta_i)` with :math:`h_i = (a_i + c_i)/2` comes
+    Two diagonals are compared.
+
+    The relative part :math:`\sum_i h_i\cos(x\theta_i)` with :math:`h_i = (a_i + a_i')/2` comes
     from :func:`rope_lib.sinusoidal.diagonal_h_parts` at ``m = x``, ``n = 0``. Left, the smooth
-    diagonal :math:`a_i = c_i = 1 - 2i/d`, which tapers to zero at the slow end; right,
-    :math:`a_i = c_i = 1` on the slowest quarter of the pairs (:math:`i \ge 3d/8`) and 0
-    elsewhere, which does not taper. Each panel shows the Abel bound
+    diagonal :math:`a_i = a_i' = 1 - 2i/d`, whose every step, the last included, is 2/d; right,
+    :math:`a_i = a_i' = 1` on the slowest quarter of the pairs (:math:`i \ge 3d/8`) and 0
+    elsewhere, whose last step is 1. Each panel shows the Abel bound
     :math:`\pm\max_i|h_{i+1}-h_i|\sum_{j=1}^{d/2}|S_j(x)|` with :math:`h_{d/2} = 0`.
     """
     from .sinusoidal import diagonal_h_parts
@@ -927,8 +929,8 @@ def plot_diagonal_h(d: int = 128, base: float = 10000.0, max_distance: int = 256
     ramp = 1.0 - np.arange(n) / n
     slow_only = (np.arange(n) >= (3 * n) // 4).astype(float)
     diagonals = [
-        ("smooth: $a_i = c_i = 1 - 2i/d$", np.repeat(ramp, 2)),
-        ("slow pairs only: $a_i = c_i = [i \\geq 3d/8]$", np.repeat(slow_only, 2)),
+        ("smooth: $a_i = a_i' = 1 - 2i/d$", np.repeat(ramp, 2)),
+        ("slow pairs only: $a_i = a_i' = [i \\geq 3d/8]$", np.repeat(slow_only, 2)),
     ]
     sum_abs = n * roformer_bound(x, d, base)
     fig, axes = plotting.new_figure(ncols=2, width=10.0, height=3.8)
@@ -953,5 +955,5 @@ def plot_diagonal_h(d: int = 128, base: float = 10000.0, max_distance: int = 256
         ax.set_title(label)
         ax.legend(loc="best")
     for ax in axes:
-        ax.set_ylabel("relative part of $p_m^\\top H p_n$")
+        ax.set_ylabel("relative part of $p_m^\\top \\mathcal{H} p_n$")
     return fig

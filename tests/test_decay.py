@@ -580,3 +580,39 @@ def test_plot_diagonal_h():
     np.testing.assert_allclose(slow_bound.get_ydata()[7], 8 * mp_bound(7, 16), atol=1e-10)
     assert np.all(np.abs(slow.get_ydata()) <= slow_bound.get_ydata() + 1e-12)
     plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------- review fixes
+def test_abel_bound_for_ones_certifies_decay_at_d16_without_tapering():
+    # constant h_i = 2 do not taper (last step 2), yet for d = 16 the bound falls below d = g(0);
+    # independent route: float64 partial sums written out here
+    x = np.arange(1, 100_001, dtype=float)
+    partial = np.cumsum(np.exp(1j * np.multiply.outer(x, f64_theta(16))), axis=1)
+    bound = 2 * np.abs(partial).sum(axis=1)
+    np.testing.assert_allclose(decay.abel_bound(np.ones(16), np.ones(16), x), bound, rtol=1e-9)
+    assert (bound < 16).sum() > 1000 and bound.min() / 16 < 0.6
+    assert np.all(np.abs(2 * np.cos(np.multiply.outer(x, f64_theta(16))).sum(axis=1)) <= bound)
+
+
+def test_far_range_amplitude_of_continuum_score_is_d_b_over_x_ln_b():
+    # for x >> b, (Ci(x) - Ci(x/b)) / ln b peaks at about b / (x ln b) per dimension (mpmath Ci)
+    b, d = 1e4, 128
+    x = np.linspace(1e6, 1e7, 20_001)
+    mp_score = np.array([float(d * (mp.ci(v) - mp.ci(v / b)) / mp.log(b)) for v in x[::500]])
+    np.testing.assert_allclose(decay.integral_score(x[::500], d), mp_score, rtol=1e-9, atol=1e-12)
+    ratio = np.abs(decay.integral_score(x, d)) * x * np.log(b) / (d * b)
+    assert 0.9 < ratio.max() < 1.1  # would be ~d if the amplitude were b / (x ln b)
+
+
+@pytest.mark.parametrize("base, alpha", [(1e4, 2.0), (1e4, 4.0), (1e3, 2.0), (1e3, 4.0)])
+def test_exponential_score_below_power_score_far_beyond_crossover(base, alpha):
+    # sufficient condition E_b + 2/(alpha x) < P_alpha, E_b and P_alpha from mpmath
+    xc = decay.envelope_crossover(base, alpha)
+    b, a = mp.mpf(base), mp.mpf(alpha)
+    level = mp.gamma(1 + 1 / a) * mp.cos(mp.pi / (2 * a))
+    for x in np.geomspace(1.05 * xc, 1e12, 60):
+        env = (abs(mp.e1(1j * x)) + abs(mp.e1(1j * x / b))) / mp.log(b)
+        assert env + 2 / (a * x) < level * mp.mpf(x) ** (-1 / a)
+    for x in np.geomspace(1.0, xc, 60)[:-1]:  # below x_c the exponential envelope is larger
+        env = (abs(mp.e1(1j * x)) + abs(mp.e1(1j * x / b))) / mp.log(b)
+        assert env > level * mp.mpf(x) ** (-1 / a)
