@@ -33,14 +33,20 @@ import sys
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sympy as sp
-from matplotlib.figure import Figure
+
+from ._lazy import lazy_import
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 
 from . import plotting
 from ._validate import check_positive_int, check_real_array
+
+sp = lazy_import("sympy")
 
 __all__ = [
     "softmax",

@@ -50,7 +50,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from matplotlib.ticker import MaxNLocator
 
 from . import plotting
 from ._validate import check_base, check_dim, check_positive_int, check_real_array
@@ -725,6 +724,8 @@ def plot_ones_score(
                 fontsize=9,
                 backgroundcolor="white",
             )
+        from matplotlib.ticker import MaxNLocator
+
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # keep 5-digit tick labels apart
         ax.set_xlabel("relative distance $x$")
         ax.set_ylabel("$g(x)$")

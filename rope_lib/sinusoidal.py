@@ -35,16 +35,22 @@ solutions.  The width of the encoding, :math:`d_\\text{model}` in the book, is t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sympy as sp
-from matplotlib.figure import Figure
+
+from ._lazy import lazy_import
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 
 from . import plotting
 from ._validate import check_base, check_dim, check_positive_int, check_real_array
 from .frequencies import theta
 from .taylor import diagonal_spread
+
+sp = lazy_import("sympy")
 
 __all__ = [
     "sinusoidal",

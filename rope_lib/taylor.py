@@ -40,15 +40,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import mpmath
 import numpy as np
-import sympy as sp
-from matplotlib.figure import Figure
+
+from ._lazy import lazy_import
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 
 from . import plotting
 from ._validate import check_positive_int, check_real_array
+
+sp = lazy_import("sympy")
+mpmath = lazy_import("mpmath")
 
 __all__ = [
     "TERM_NAMES",
