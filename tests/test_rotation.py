@@ -533,6 +533,16 @@ def test_usual_float32_recipe_is_inaccurate_at_large_positions():
     np.testing.assert_allclose(f[1000].imag.numpy(), s1[0], atol=1e-7)
 
 
+def test_llama_table_error_grows_like_2_to_minus_24_t():
+    """The docstring's growth rate of the LLaMA table error, against float64 tables."""
+    d, end = 128, 2**17 + 1
+    f = llama_precompute_freqs_cis(d, end).numpy()
+    theta = np.array(freqs_math(d, 1e4))
+    for t in (100, 1000, 10**4, 77777, 2**17):
+        err = np.abs(f[t] - np.exp(1j * t * theta)).max()
+        assert 1.2e-8 * t < err < 7.5e-8 * t, (t, err / t)
+
+
 def round_to_bfloat16(a: np.ndarray) -> np.ndarray:
     """Round float32 values to bfloat16 (nearest, ties to even) by bit manipulation."""
     bits = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
@@ -633,10 +643,20 @@ def test_apply_rope_refusals():
         "odd d",
         "base 1",
         "position 2.5",
+        "position inf",
         "one position for 4 rows",
+        "one axis",
         "integer tensor",
     ]
-    expected_words = ["x.shape[-1]", "base", "positions", "positions", "x must be"]
+    expected_words = [
+        "x.shape[-1]",
+        "base",
+        "positions",
+        "non-finite",
+        "positions",
+        "at least 2 axes",
+        "x must be",
+    ]
     for (kind, message), word in zip(said.values(), expected_words, strict=True):
         assert kind in ("ValueError", "TypeError")
         assert word in message
