@@ -15,7 +15,8 @@ studies:
 * :func:`diagonal_h_score` and :func:`diagonal_h_parts`: the score
   :math:`p_m^\\top \\operatorname{diag}(h)\\, p_n` and its split into a relative
   (:math:`\\cos (m-n)\\theta_i`) and an absolute (:math:`\\cos (m+n)\\theta_i`) part;
-* :func:`shift_matrix`: the matrix :math:`M_k` with :math:`p_{m+k} = M_k p_m`;
+* :func:`shift_matrix`: the shift by :math:`k` positions, :math:`D_k` in Vaswani's layout and
+  :math:`R_k` in the (cos, sin) layout, with :math:`D_k = P_\\sigma R_k P_\\sigma`;
 * :func:`shift_isometry` and :func:`orthogonal_normal_form`: for *any* solution of the real
   equation, the orthogonal map :math:`U` with :math:`p_{m+1} = U p_m`, and its normal form
   (rotating planes, fixed and flipped directions);
@@ -27,8 +28,8 @@ real :math:`m`, and fractional positions are what position interpolation feeds i
 *derivation* is another matter.  Chapter 3 proves its results (the form of the solutions of the
 complex condition, and :math:`p_m = U^m p_0` for every solution of the real equation) for
 integer positions: the proofs step from :math:`m` to :math:`m + 1`.  For real positions the
-same conclusions need a regularity assumption, continuity (or measurability) of
-:math:`x \\mapsto p_x`; without it the phase equation is Cauchy's equation, which has other
+same conclusions need a regularity assumption, :math:`g` measurable (e.g.
+:math:`m \\mapsto p_m` continuous); without it the phase equation is Cauchy's equation, which has other
 solutions.  The width of the encoding, :math:`d_\\text{model}` in the book, is the argument
 ``d`` here.
 """
@@ -355,10 +356,12 @@ def diagonal_h_parts(
 
 
 def shift_matrix(k: float, d: int, base: float = 10000.0, layout: str = "sin_cos") -> np.ndarray:
-    r"""The linear map :math:`M_k` that shifts an encoding by :math:`k` positions.
+    r"""The linear map that shifts an encoding by :math:`k` positions.
 
-    :math:`p_{m+k} = M_k\, p_m` for every position :math:`m`, with :math:`M_k` block diagonal.
-    In Vaswani's ``"sin_cos"`` layout (:func:`sinusoidal`) block :math:`i` is
+    Returns :math:`D_k` for Vaswani's ``"sin_cos"`` layout and :math:`R_k` for the ``"cos_sin"``
+    layout, with :math:`x_{m+k} = D_k\, x_m` (resp. :math:`R_k\, x_m`) for every position
+    :math:`m`, where :math:`x_m` is the encoding in that layout; both are block diagonal.
+    In Vaswani's ``"sin_cos"`` layout (:func:`sinusoidal`) block :math:`i` of :math:`D_k` is
 
     .. math::
         \begin{pmatrix}\sin (m+k)\theta_i \\ \cos (m+k)\theta_i\end{pmatrix} =
@@ -367,9 +370,12 @@ def shift_matrix(k: float, d: int, base: float = 10000.0, layout: str = "sin_cos
         \begin{pmatrix}\sin m\theta_i \\ \cos m\theta_i\end{pmatrix},
 
     a rotation by :math:`-k\theta_i`; in the ``"cos_sin"`` layout (:func:`cos_sin_encoding`)
-    the block is the rotation by :math:`+k\theta_i`,
+    block :math:`i` of :math:`R_k` is the rotation by :math:`+k\theta_i`,
     :math:`\begin{pmatrix}\cos k\theta_i & -\sin k\theta_i \\ \sin k\theta_i & \cos k\theta_i
-    \end{pmatrix}`.  :math:`M_k` depends on :math:`k` only, not on :math:`m`.
+    \end{pmatrix}` (:math:`R_k` is RoPE's rotation matrix at position :math:`k`).  The two are
+    related by the pair swap :math:`P_\sigma` of :func:`vaswani_permutation`,
+    :math:`D_k = P_\sigma R_k P_\sigma`, so :math:`D_k \ne R_k` in general.  Both depend on
+    :math:`k` only, not on :math:`m`.
 
     Parameters
     ----------
@@ -489,18 +495,18 @@ def shift_isometry(vectors: Any, atol: float = 1e-9) -> np.ndarray:
 def orthogonal_normal_form(u: Any, atol: float = 1e-9) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""The real normal form of an orthogonal matrix: rotations of planes, and :math:`\pm 1`.
 
-    Returns :math:`\boldsymbol Q` orthogonal, angles :math:`\alpha_1 \ge \dots \ge \alpha_k`
+    Returns :math:`\boldsymbol O` orthogonal (the change of coordinates), angles :math:`\alpha_1 \ge \dots \ge \alpha_k`
     in :math:`(0, \pi)` and signs :math:`s_1, \dots, s_l \in \{+1, -1\}` (the :math:`+1`
     first) with
 
     .. math::
-        \boldsymbol Q^\top \boldsymbol U \boldsymbol Q = \operatorname{diag}\big(
+        \boldsymbol O^\top \boldsymbol U \boldsymbol O = \operatorname{diag}\big(
         \boldsymbol\Omega(\alpha_1), \dots, \boldsymbol\Omega(\alpha_k), s_1, \dots, s_l\big),
         \qquad
         \boldsymbol\Omega(\alpha) = \begin{pmatrix}\cos\alpha & -\sin\alpha \\
         \sin\alpha & \cos\alpha\end{pmatrix} .
 
-    Columns :math:`2j, 2j+1` of :math:`\boldsymbol Q` span the plane that turns by
+    Columns :math:`2j, 2j+1` of :math:`\boldsymbol O` span the plane that turns by
     :math:`\alpha_j`; the last :math:`l` columns are fixed (:math:`+1`) or flipped
     (:math:`-1`).  Computed from the real Schur form (``scipy.linalg.schur``), which is block
     diagonal for a normal matrix; a block that turns clockwise is made counter-clockwise by
@@ -515,8 +521,8 @@ def orthogonal_normal_form(u: Any, atol: float = 1e-9) -> tuple[np.ndarray, np.n
 
     Returns
     -------
-    (Q, angles, signs) : tuple of numpy.ndarray
-        ``Q`` float64 of shape ``(D, D)``; ``angles`` float64 of shape ``(k,)``, in
+    (O, angles, signs) : tuple of numpy.ndarray
+        ``O`` float64 of shape ``(D, D)``; ``angles`` float64 of shape ``(k,)``, in
         :math:`(0, \pi)`, largest first; ``signs`` float64 of shape ``(D - 2k,)``.
 
     Raises

@@ -209,6 +209,26 @@ def test_shift_matrix_blocks_and_group_law():
     np.testing.assert_allclose(m_k, m_cs[np.ix_(perm, perm)], atol=1e-15)
 
 
+@given(k=real_positions, d=even_dims, base=bases)
+def test_shift_matrix_layouts_related_by_pair_swap(k, d, base):
+    # D_k (Vaswani layout) = P_sigma R_k P_sigma, P_sigma built here by hand (swap within pairs)
+    p_sigma = np.kron(np.eye(d // 2), np.array([[0.0, 1.0], [1.0, 0.0]]))
+    d_k = shift_matrix(k, d, base)
+    r_k = shift_matrix(k, d, base, layout="cos_sin")
+    np.testing.assert_allclose(d_k, p_sigma @ r_k @ p_sigma, atol=1e-15)
+    # R_k is block diag(Omega(k theta_i)), counter-clockwise
+    for i, t in enumerate(ref_theta(d, base)):
+        tol = 1e-14 * (1 + abs(k))
+        np.testing.assert_allclose(
+            r_k[2 * i : 2 * i + 2, 2 * i : 2 * i + 2], block(k * t), atol=tol
+        )
+
+
+def test_shift_matrix_layouts_differ():
+    # D_1 != R_1: the proposition's shift and Vaswani's shift are different matrices
+    assert np.abs(shift_matrix(1, 4) - shift_matrix(1, 4, layout="cos_sin")).max() > 1.0
+
+
 # --------------------------------------------------------------------------- every solution
 
 
