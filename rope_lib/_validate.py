@@ -238,3 +238,51 @@ def check_real_array(
     if max_abs is not None and arr.size and float(np.max(np.abs(arr))) > max_abs:
         raise ValueError(f"{name} must have magnitude <= {max_abs:g}, got a larger value")
     return arr
+
+
+def check_distance_array(
+    values: Any,
+    name: str = "distance",
+    ndim: int | None = None,
+    max_abs: float | None = MAX_POSITION,
+) -> np.ndarray:
+    """Return ``values`` as a finite ``float64`` array of magnitude at most ``max_abs``.
+
+    For arguments that are real numbers on the position axis: distances, and positions of
+    functions that accept fractional ones.  Accepted: integer (signed or unsigned) and float
+    arrays, Python ints and floats, torch tensors.  Refused, with a message naming ``name``:
+    ``nan``, ``inf``, booleans, complex numbers, strings, and magnitudes beyond ``max_abs``
+    (``MAX_POSITION`` by default: beyond it a float64 angle ``x * theta_i`` is off by more than
+    ``|x| 2**-53`` rad ~ 5e-7 rad, and at 1e300 it is meaningless).  Python ints beyond the
+    limit are refused by their exact value, never wrapped or rounded first.  ``max_abs=None``
+    is for phase-free formulas (smooth envelopes) that stay accurate at any magnitude.
+    """
+    what = "real numbers (a number or an array of numbers)"
+    arr = _numeric_array(values, name, what)
+    if max_abs is None:
+        limit_msg = ""
+    else:
+        text = str(int(max_abs)) if float(max_abs).is_integer() else repr(max_abs)
+        note = (
+            " (rope_lib's MAX_POSITION = 2**32: beyond it float64 angles x * theta_i lose accuracy)"
+            if max_abs == MAX_POSITION
+            else ""
+        )
+        limit_msg = f"{name} must be finite real numbers of magnitude <= {text}{note}"
+    if arr.dtype == object:
+        flat = arr.ravel().tolist()
+        if not (flat and all(isinstance(v, numbers.Real) and not _is_bool(v) for v in flat)):
+            raise TypeError(f"{name} must be {what}, got {_describe(values)}")
+        if max_abs is not None and any(abs(v) > max_abs for v in flat):  # exact for big ints
+            raise ValueError(f"{limit_msg}, got a larger value")
+        try:
+            arr = np.array([float(v) for v in flat], dtype=np.float64).reshape(arr.shape)
+        except OverflowError as error:
+            raise ValueError(f"{name} must be finite, got a value beyond float64") from error
+        values = arr
+    out = check_real_array(values, name, ndim)
+    if max_abs is not None and out.size:
+        largest = float(np.max(np.abs(out)))
+        if largest > max_abs:
+            raise ValueError(f"{limit_msg}, got {largest:.6g}")
+    return out
