@@ -24,7 +24,10 @@ studies:
 * :func:`plot_inner_products` and :func:`plot_encoding`: the chapter's figures.
 
 The encoding functions accept any finite real positions: the *formula* is defined for every
-real :math:`m`, and fractional positions are what position interpolation feeds in.  The
+real :math:`m`, and fractional positions are what position interpolation feeds in.  Their
+magnitude is limited to ``MAX_POSITION`` = 2**32 (``rope_lib._validate``): an angle
+:math:`m\\theta_i` is one float64 product, accurate to :math:`|m|\\,2^{-53}` rad, which is below
+5e-7 rad up to that limit and meaningless far beyond it.  The
 *derivation* is another matter.  Chapter 3 proves its results (the form of the solutions of the
 complex condition, and :math:`p_m = U^m p_0` for every solution of the real equation) for
 integer positions: the proofs step from :math:`m` to :math:`m + 1`.  For real positions the
@@ -47,7 +50,17 @@ if TYPE_CHECKING:
 
 
 from . import plotting
-from ._validate import check_base, check_dim, check_positive_int, check_real_array
+from ._validate import (
+    MAX_DIM,
+    check_base,
+    check_choice,
+    check_dim,
+    check_distance_array,
+    check_elements,
+    check_positive_int,
+    check_real,
+    check_real_array,
+)
 from .frequencies import theta
 from .taylor import diagonal_spread
 
@@ -70,11 +83,19 @@ __all__ = [
 ]
 
 _LAYOUTS = ("sin_cos", "cos_sin")
+#: Largest number of points (cells of a heatmap, or points of a curve) in one figure.
+MAX_FIGURE_POINTS = 1 << 22
+_HEATMAP_SIDE = 1 << 11  # sqrt(MAX_FIGURE_POINTS)
 
 
 def _positions(positions: Any, name: str = "positions") -> np.ndarray:
-    """Finite real positions as a 1-D float64 array (a scalar is refused)."""
-    arr = check_real_array(positions, name)
+    """Finite real positions of magnitude <= MAX_POSITION as a 1-D float64 array.
+
+    A scalar is refused.  Positions beyond ``MAX_POSITION`` (2**32) are refused by name:
+    there the float64 angle ``m * theta_0`` is off by more than ``|m| 2**-53`` ~ 5e-7 rad,
+    and an unsigned ``2**64 - 1`` or a Python int ``2**60 + 1`` is not silently rounded.
+    """
+    arr = check_distance_array(positions, name)
     if arr.ndim != 1:
         raise ValueError(
             f"{name} must be a 1-D sequence of finite real numbers, got an array of shape "
@@ -89,9 +110,12 @@ def _angles(positions: np.ndarray, d: int, base: float) -> np.ndarray:
 
 
 def _check_layout(layout: Any) -> str:
-    if layout not in _LAYOUTS:
-        raise ValueError(f"layout must be one of {_LAYOUTS}, got {layout!r}")
-    return layout
+    return check_choice(layout, "layout", _LAYOUTS)
+
+
+def _check_table(rows: int, d: int, what: str) -> None:
+    """Refuse a ``rows x d`` result beyond ``MAX_ELEMENTS`` before allocating it."""
+    check_elements(rows * d, what, hint="encode fewer positions at a time")
 
 
 def sinusoidal(positions: Any, d: int, base: float = 10000.0) -> np.ndarray:
@@ -108,7 +132,7 @@ def sinusoidal(positions: Any, d: int, base: float = 10000.0) -> np.ndarray:
     positions : array_like
         1-D sequence of finite real positions :math:`m` (usually ``0, 1, ..., T-1``;
         fractional positions are allowed, since the formula is defined for every real
-        :math:`m`).
+        :math:`m`), of magnitude at most ``MAX_POSITION`` = 2**32.
     d : int
         Dimension of the encoding; an even integer >= 2.
     base : float
@@ -125,12 +149,14 @@ def sinusoidal(positions: Any, d: int, base: float = 10000.0) -> np.ndarray:
         If ``d`` is not an integer, ``base`` is not a real number, or ``positions`` is not
         numeric (or is complex).
     ValueError
-        If ``d`` is odd or < 2, ``base <= 1`` or not finite, or ``positions`` is not 1-D or
-        holds ``nan``/``inf``.
+        If ``d`` is odd or < 2 or above ``MAX_DIM``, ``base <= 1`` or not finite, or
+        ``positions`` is not 1-D, holds ``nan``/``inf`` or a magnitude above 2**32, or the
+        result would exceed ``MAX_ELEMENTS``.
     """
     pos = _positions(positions)
     d = check_dim(d)
     base = check_base(base)
+    _check_table(pos.shape[0], d, "the encoding (len(positions) x d)")
     angles = _angles(pos, d, base)
     out = np.empty((pos.shape[0], d), dtype=np.float64)
     out[:, 0::2] = np.sin(angles)
@@ -148,7 +174,7 @@ def complex_encoding(positions: Any, d: int, base: float = 10000.0) -> np.ndarra
     Parameters
     ----------
     positions : array_like
-        1-D sequence of finite real positions.
+        1-D sequence of finite real positions, of magnitude <= 2**32 (``MAX_POSITION``).
     d : int
         Real dimension of the encoding (even, >= 2); the result has ``d // 2`` columns.
     base : float
@@ -162,6 +188,7 @@ def complex_encoding(positions: Any, d: int, base: float = 10000.0) -> np.ndarra
     pos = _positions(positions)
     d = check_dim(d)
     base = check_base(base)
+    _check_table(pos.shape[0], d, "the encoding (len(positions) x d)")
     angles = _angles(pos, d, base)
     return np.cos(angles) + 1j * np.sin(angles)
 
@@ -179,7 +206,7 @@ def cos_sin_encoding(positions: Any, d: int, base: float = 10000.0) -> np.ndarra
     Parameters
     ----------
     positions : array_like
-        1-D sequence of finite real positions.
+        1-D sequence of finite real positions, of magnitude <= 2**32 (``MAX_POSITION``).
     d : int
         Dimension of the encoding; an even integer >= 2.
     base : float
@@ -243,13 +270,13 @@ def gram_matrix(
     Parameters
     ----------
     m_positions : array_like
-        1-D sequence of finite real positions (rows).
+        1-D sequence of finite real positions (rows), of magnitude <= 2**32.
     d : int
         Dimension of the encoding; an even integer >= 2.
     base : float
         The base :math:`b > 1`.
     n_positions : array_like, optional
-        1-D sequence of finite real positions (columns); defaults to ``m_positions``.
+        1-D sequence of finite real positions (columns), of magnitude <= 2**32; defaults to ``m_positions``.
 
     Returns
     -------
@@ -258,6 +285,15 @@ def gram_matrix(
     """
     m_arr = _positions(m_positions, "m_positions")
     n_arr = None if n_positions is None else _positions(n_positions, "n_positions")
+    d = check_dim(d)
+    base = check_base(base)
+    n_cols = m_arr.shape[0] if n_arr is None else n_arr.shape[0]
+    _check_table(max(m_arr.shape[0], n_cols), d, "the encoding (len(positions) x d)")
+    check_elements(
+        m_arr.shape[0] * n_cols,
+        "the Gram matrix (len(m_positions) x len(n_positions))",
+        hint="pass fewer positions",
+    )
     p_m = sinusoidal(m_arr, d, base)
     p_n = p_m if n_arr is None else sinusoidal(n_arr, d, base)
     return p_m @ p_n.T
@@ -270,18 +306,29 @@ def _diag_h(h: Any) -> np.ndarray:
             f"h must be a 1-D array of even length >= 2 (the diagonal of H, one entry per "
             f"dimension), got shape {arr.shape}"
         )
+    if arr.shape[0] > MAX_DIM:
+        raise ValueError(
+            f"h must have at most {MAX_DIM} entries (rope_lib's MAX_DIM, the largest d), "
+            f"got {arr.shape[0]}"
+        )
     return arr
 
 
 def _pair_angles(m: Any, n: Any, d: int, base: float) -> tuple[np.ndarray, np.ndarray]:
-    m_arr = check_real_array(m, "m")
-    n_arr = check_real_array(n, "n")
+    m_arr = check_distance_array(m, "m")
+    n_arr = check_distance_array(n, "n")
     try:
-        m_arr, n_arr = np.broadcast_arrays(m_arr, n_arr)
+        shape = np.broadcast_shapes(m_arr.shape, n_arr.shape)
     except ValueError as error:
         raise ValueError(
             f"m and n must broadcast to a common shape, got {m_arr.shape} and {n_arr.shape}"
         ) from error
+    check_elements(
+        int(np.prod(shape)) * (d // 2),
+        "the table of angles (broadcast size of m and n x len(h) / 2)",
+        hint="pass fewer positions at a time",
+    )
+    m_arr, n_arr = np.broadcast_arrays(m_arr, n_arr)
     th = theta(d, base)
     return m_arr[..., None] * th, n_arr[..., None] * th
 
@@ -298,7 +345,7 @@ def diagonal_h_score(m: Any, n: Any, h: Any, base: float = 10000.0) -> np.ndarra
     Parameters
     ----------
     m, n : array_like
-        Finite real positions; broadcast against each other.
+        Finite real positions of magnitude <= 2**32; broadcast against each other.
     h : array_like
         The diagonal of :math:`\mathcal H`, a 1-D real array of even length :math:`d`.
     base : float
@@ -332,7 +379,7 @@ def diagonal_h_parts(
     Parameters
     ----------
     m, n : array_like
-        Finite real positions; broadcast against each other.
+        Finite real positions of magnitude <= 2**32; broadcast against each other.
     h : array_like
         The diagonal of :math:`\mathcal H`, a 1-D real array of even length :math:`d`, in the
         (cos, sin) layout of :func:`cos_sin_encoding`.
@@ -380,7 +427,7 @@ def shift_matrix(k: float, d: int, base: float = 10000.0, layout: str = "sin_cos
     Parameters
     ----------
     k : float
-        The shift, a finite real number.
+        The shift, a finite real number of magnitude at most ``MAX_POSITION`` (2**32).
     d : int
         Dimension of the encoding; an even integer >= 2.
     base : float
@@ -393,7 +440,7 @@ def shift_matrix(k: float, d: int, base: float = 10000.0, layout: str = "sin_cos
     numpy.ndarray
         float64 array of shape ``(d, d)``, orthogonal.
     """
-    k_arr = check_real_array(k, "k")
+    k_arr = check_distance_array(k, "k")
     if k_arr.ndim != 0:
         raise ValueError(
             f"k must be a single finite real number, got an array of shape {k_arr.shape}"
@@ -401,6 +448,7 @@ def shift_matrix(k: float, d: int, base: float = 10000.0, layout: str = "sin_cos
     d = check_dim(d)
     base = check_base(base)
     layout = _check_layout(layout)
+    check_elements(d * d, "the shift matrix (d x d)", hint="use a smaller d")
     angle = float(k_arr) * theta(d, base)
     c, s = np.cos(angle), np.sin(angle)
     sign = 1.0 if layout == "sin_cos" else -1.0
@@ -463,9 +511,12 @@ def shift_isometry(vectors: Any, atol: float = 1e-9) -> np.ndarray:
             f"vectors must be a 2-D array with at least 2 rows (positions 0, 1, ...), "
             f"got shape {arr.shape}"
         )
-    atol = float(check_real_array(atol, "atol"))
-    if atol <= 0:
-        raise ValueError(f"atol must be a positive number, got {atol}")
+    atol = check_real(atol, "atol", low=0.0, low_open=True, high_open=True)
+    check_elements(
+        max(arr.shape[0], arr.shape[1]) ** 2,
+        "the Gram matrix and the map U (N x N and D x D for vectors of shape (N, D))",
+        hint="pass fewer or shorter vectors",
+    )
     gram = arr @ arr.T
     scale = float(np.abs(gram).max())
     if scale == 0.0:
@@ -517,7 +568,7 @@ def orthogonal_normal_form(u: Any, atol: float = 1e-9) -> tuple[np.ndarray, np.n
     u : array_like
         A real square matrix with :math:`\boldsymbol U^\top \boldsymbol U = \boldsymbol I`.
     atol : float
-        Absolute tolerance for orthogonality and for the block structure.
+        Absolute tolerance for orthogonality and for the block structure, a finite number > 0.
 
     Returns
     -------
@@ -535,6 +586,7 @@ def orthogonal_normal_form(u: Any, atol: float = 1e-9) -> tuple[np.ndarray, np.n
     arr = check_real_array(u, "u")
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] < 1:
         raise ValueError(f"u must be a square 2-D array, got shape {arr.shape}")
+    atol = check_real(atol, "atol", low=0.0, low_open=True, high_open=True)
     dim = arr.shape[0]
     deviation = float(np.abs(arr.T @ arr - np.eye(dim)).max())
     if deviation > atol:
@@ -584,7 +636,7 @@ def symbolic_encoding(
     layout : {"sin_cos", "cos_sin"}
         Order of the two entries of each pair.
     symbol : str
-        Stem of the frequency symbols.
+        Stem of the frequency symbols, a Python identifier such as ``"theta"``.
 
     Returns
     -------
@@ -593,7 +645,16 @@ def symbolic_encoding(
     """
     d = check_dim(d)
     layout = _check_layout(layout)
+    if not (isinstance(symbol, str) and symbol.isidentifier()):
+        raise TypeError(
+            f"symbol must be a str that is a Python identifier (the stem of theta_0, ...), "
+            f"got {symbol!r}"
+        )
     if isinstance(position, str):
+        if not position.isidentifier():
+            raise ValueError(
+                f"position must be a sympy expression or a str that names a symbol, got {position!r}"
+            )
         position = sp.Symbol(position, real=True)
     if not isinstance(position, sp.Expr):
         raise TypeError(f"position must be a sympy expression or a str, got {position!r}")
@@ -624,9 +685,11 @@ def plot_inner_products(
     base : float
         The base :math:`b > 1`.
     length : int
-        Number of positions in the heatmap (>= 2).
+        Number of positions in the heatmap, from 2 to 2048 (the heatmap has ``length**2``
+        cells, at most ``MAX_FIGURE_POINTS`` = 2**22).
     max_distance : int, optional
-        Largest distance of the curve (>= 1); defaults to ``length - 1``.
+        Largest distance of the curve, from 1 to ``MAX_FIGURE_POINTS - 1``; defaults to
+        ``length - 1``.
 
     Returns
     -------
@@ -635,10 +698,23 @@ def plot_inner_products(
     """
     d = check_dim(d)
     base = check_base(base)
-    length = check_positive_int(length, "length", minimum=2)
-    max_distance = (
-        length - 1 if max_distance is None else check_positive_int(max_distance, "max_distance")
+    length = check_positive_int(
+        length,
+        "length",
+        minimum=2,
+        maximum=_HEATMAP_SIDE,
+        hint=f"the heatmap has length**2 cells, at most {MAX_FIGURE_POINTS}",
     )
+    if max_distance is None:
+        max_distance = length - 1
+    else:
+        max_distance = check_positive_int(
+            max_distance,
+            "max_distance",
+            maximum=MAX_FIGURE_POINTS - 1,
+            hint=f"a curve has at most {MAX_FIGURE_POINTS} points",
+        )
+    _check_table(max_distance + 1, d, "the curve's encodings (max_distance + 1 positions x d)")
     positions = np.arange(length)
     gram = gram_matrix(positions, d, base)
     distances = np.arange(max_distance + 1)
@@ -685,7 +761,8 @@ def plot_encoding(length: int = 128, d: int = 64, base: float = 10000.0) -> Figu
     Parameters
     ----------
     length : int
-        Number of positions ``0 .. length-1`` (>= 1).
+        Number of positions ``0 .. length-1`` (>= 1); the heatmap has ``length * d`` cells,
+        at most ``MAX_FIGURE_POINTS`` = 2**22.
     d : int
         Dimension of the encoding; an even integer >= 2.
     base : float
@@ -696,8 +773,13 @@ def plot_encoding(length: int = 128, d: int = 64, base: float = 10000.0) -> Figu
     matplotlib.figure.Figure
         One axes holding the heatmap (an ``AxesImage`` whose data is the encoding).
     """
-    length = check_positive_int(length, "length")
     d = check_dim(d)
+    length = check_positive_int(
+        length,
+        "length",
+        maximum=MAX_FIGURE_POINTS // d,
+        hint=f"the heatmap has length * d cells, at most {MAX_FIGURE_POINTS}",
+    )
     base = check_base(base)
     enc = sinusoidal(np.arange(length), d, base)
     fig, ax = plotting.new_figure(width=7.0, height=4.0)

@@ -354,7 +354,7 @@ def test_shift_isometry_refuses_what_it_cannot_do():
         shift_isometry([[1.0, 0.0]])
     with pytest.raises(ValueError, match="all zero"):
         shift_isometry(np.zeros((4, 3)))
-    with pytest.raises(ValueError, match="atol must be a positive"):
+    with pytest.raises(ValueError, match=r"atol must be a finite real number in \(0.0, inf\)"):
         shift_isometry(np.eye(2), atol=0.0)
     with pytest.raises(ValueError, match="u must be orthogonal"):
         orthogonal_normal_form([[1.0, 1.0], [0.0, 1.0]])
@@ -567,3 +567,129 @@ def test_plot_encoding_data():
         assert ax.get_title()
     finally:
         plt.close(fig)
+
+
+# --------------------------------------------------------------------------- limits and forms
+
+LIMIT = 2**32  # rope_lib._validate.MAX_POSITION
+
+
+@pytest.mark.parametrize("func", [sinusoidal, complex_encoding, cos_sin_encoding])
+def test_positions_up_to_the_limit_are_accurate_beyond_it_refused(func):
+    # at |m| = 2**32 the float64 angle is within |m| 2**-53 ~ 5e-7 rad of the exact one
+    got = cos_sin_encoding([LIMIT, -LIMIT], 8)
+    for row, m in zip(got, (LIMIT, -LIMIT), strict=True):
+        for i in range(4):
+            angle = mpmath.mpf(m) * mpmath.power(10000, -mpmath.mpf(2 * i) / 8)
+            assert row[2 * i] == pytest.approx(float(mpmath.cos(angle)), abs=2e-6)
+            assert row[2 * i + 1] == pytest.approx(float(mpmath.sin(angle)), abs=2e-6)
+    for bad in (
+        [0, LIMIT + 1],
+        [0, 2**60 + 1],  # a Python int that float64 would round
+        [0, 2**70],  # a Python int beyond int64
+        [0.0, 1e300],
+        np.array([0, 2**64 - 1], dtype=np.uint64),  # not read as -1
+        np.array([-(2**40)], dtype=np.int64),
+    ):
+        with pytest.raises(
+            ValueError,
+            match=r"positions must be finite real numbers of magnitude <= 4294967296 .*2\*\*32",
+        ):
+            func(bad, 8)
+
+
+@pytest.mark.parametrize("func", [sinusoidal, complex_encoding, cos_sin_encoding])
+def test_unusual_forms_of_positions_give_the_same_encoding(func):
+    import torch
+
+    expected = func([0, 3, 7], 8)
+    for form in (
+        np.array([0, 3, 7], dtype=np.uint16),
+        np.array([0, 3, 7], dtype=np.uint64),
+        np.array([0.0, 3.0, 7.0]),
+        (0, 3, 7),
+        torch.tensor([0, 3, 7]),
+        torch.tensor([0.0, 3.0, 7.0], dtype=torch.float64, requires_grad=True),
+    ):
+        np.testing.assert_array_equal(func(form, 8), expected)
+
+
+def test_fractional_positions_are_encoded_by_the_formula():
+    np.testing.assert_allclose(
+        sinusoidal([2.5, -0.75], 6, 50.0), ref_sinusoidal([2.5, -0.75], 6, 50.0), atol=1e-15
+    )
+
+
+def test_results_beyond_max_elements_are_refused_before_allocating():
+    with pytest.raises(ValueError, match="MAX_ELEMENTS"):
+        sinusoidal(np.arange(1 << 12), 1 << 16)  # 2**28 elements
+    with pytest.raises(ValueError, match="MAX_ELEMENTS"):
+        complex_encoding(np.arange(1 << 13), 1 << 16)
+    with pytest.raises(ValueError, match=r"Gram matrix .*MAX_ELEMENTS"):
+        gram_matrix(np.arange(20_000), 2)  # 4e8 entries
+    with pytest.raises(ValueError, match=r"shift matrix \(d x d\).*MAX_ELEMENTS"):
+        shift_matrix(1, 1 << 16)
+    with pytest.raises(ValueError, match=r"m and n x len\(h\) / 2.*MAX_ELEMENTS"):
+        diagonal_h_score(np.arange(1 << 20)[:, None], np.arange(1 << 10), np.ones(4))
+    with pytest.raises(ValueError, match=r"Gram matrix .*vectors.*MAX_ELEMENTS"):
+        shift_isometry(np.zeros((20_000, 2)))
+    with pytest.raises(ValueError, match="h must have at most 65536 entries"):
+        diagonal_h_parts(0, 1, np.ones(1 << 17))
+
+
+def test_real_positions_and_shifts_of_diagonal_h_and_shift_matrix():
+    # fractional positions and shifts are part of the contract: the formula holds for real m
+    h = np.array([1.0, 3.0, -2.0, 0.5])
+    m, n = 2.5, -1.25
+    t = ref_theta(4, 100.0)
+    expected = sum(
+        h[2 * i] * math.cos(m * t[i]) * math.cos(n * t[i])
+        + h[2 * i + 1] * math.sin(m * t[i]) * math.sin(n * t[i])
+        for i in range(2)
+    )
+    assert diagonal_h_score(m, n, h, base=100.0) == pytest.approx(expected, abs=1e-14)
+    rel, absolute = diagonal_h_parts(m, n, h, base=100.0)
+    assert rel + absolute == pytest.approx(expected, abs=1e-14)
+    shifted = shift_matrix(2.5, 4, base=100.0) @ sinusoidal([1.0], 4, 100.0)[0]
+    np.testing.assert_allclose(shifted, ref_sinusoidal([3.5], 4, 100.0)[0], atol=1e-14)
+    for bad in (LIMIT + 1, 2**60 + 1, 2**70, 1e300, np.uint64(2**64 - 1)):
+        with pytest.raises(ValueError, match="k must be finite real numbers of magnitude"):
+            shift_matrix(bad, 4)
+    for name in ("m", "n"):
+        with pytest.raises(ValueError, match=f"{name} must be finite real numbers of magnitude"):
+            diagonal_h_score(**{"m": 0, "n": 0, name: [0, 2**60 + 1]}, h=h)
+    with pytest.raises(ValueError, match="n_positions must be finite real numbers of magnitude"):
+        gram_matrix([0, 1], 4, n_positions=np.array([2**64 - 1], dtype=np.uint64))
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, 0.0, "1e-9", True, None, [1e-9]])
+def test_atol_is_checked_by_name(bad):
+    u = shift_matrix(1, 4)
+    with pytest.raises((ValueError, TypeError), match="atol must be a"):
+        shift_isometry(sinusoidal(np.arange(12), 4, 10.0), atol=bad)
+    with pytest.raises((ValueError, TypeError), match="atol must be a"):
+        orthogonal_normal_form(u, atol=bad)
+
+
+def test_symbolic_encoding_symbol_and_position_strings():
+    assert symbolic_encoding("m", 2, symbol="phi")[0] == sp.sin(
+        sp.Symbol("m", real=True) * sp.Symbol("phi_0", real=True)
+    )
+    for bad in (object(), 3, "", "a,b", "x:3", None):
+        with pytest.raises(TypeError, match="symbol must be a str that is a Python identifier"):
+            symbolic_encoding("m", 4, symbol=bad)
+    with pytest.raises(ValueError, match="position must be a sympy expression or a str"):
+        symbolic_encoding("m n", 4)
+
+
+def test_figure_sizes_are_bounded_by_name():
+    with pytest.raises(ValueError, match=r"length must be an integer <= 2048.*length\*\*2 cells"):
+        plot_inner_products(d=8, length=2049)
+    with pytest.raises(ValueError, match=r"max_distance must be an integer <= 4194303"):
+        plot_inner_products(d=8, length=16, max_distance=10**15)
+    with pytest.raises(ValueError, match=r"max_distance \+ 1 positions x d.*MAX_ELEMENTS"):
+        plot_inner_products(d=1 << 16, length=16, max_distance=1 << 12)
+    with pytest.raises(ValueError, match=r"length must be an integer <= 65536.*length \* d cells"):
+        plot_encoding(length=65537, d=64)
+    with pytest.raises(ValueError, match=r"length must be an integer <= 64\b"):
+        plot_encoding(length=65, d=1 << 16)
