@@ -24,23 +24,29 @@ map in the ways real code does and measures their accuracy.  This module holds:
   :func:`linear_attention`;
 * figures: :func:`plot_rotation_2d`, :func:`plot_layout_mismatch`, :func:`plot_accuracy`.
 
-Positions are integers (``3.0`` is accepted, ``2.5`` is refused).  ``torch`` is imported
-only by the functions that need it, so importing :mod:`rope_lib` stays fast.
+Positions are integers (``3.0`` is accepted, ``2.5`` is refused).  ``torch``, sympy and
+matplotlib are imported only by the functions that need them, so importing :mod:`rope_lib`
+stays fast.
 """
 
 from __future__ import annotations
 
 import functools
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sympy as sp
-from matplotlib.figure import Figure
+
+from ._lazy import lazy_import
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 from . import plotting
 from ._validate import check_base, check_dim, check_integer_array, check_positive_int
 from .frequencies import theta
+
+sp = lazy_import("sympy")
 
 __all__ = [
     "rotation_matrix",
