@@ -23,9 +23,14 @@ Distances
 ---------
 The formulas of this module are continuous functions of the distance, so every function here
 accepts any finite real distance, scalar or array (the integral view needs non-integer
-distances). A model only ever evaluates them at integers. For integer distances (integer
-dtype, or floats holding whole numbers) :func:`exp_sum`, :func:`ones_score` and
-:func:`roformer_bound` take an exact fast route (below); other inputs are summed directly.
+distances). A model only ever evaluates them at integers. Distances are limited to
+``MAX_POSITION`` = 2**32 in magnitude (``rope_lib._validate``): a phase :math:`x\theta_i` is
+one float64 product, accurate to :math:`|x|\,2^{-53}` rad, below 5e-7 rad up to that limit and
+meaningless far beyond it (at :math:`x = 10^{300}` it is noise). The one exception is
+:func:`schedule_envelope`, a smooth phase-free bound that stays accurate at any magnitude.
+For integer distances (integer dtype, or floats holding whole numbers) :func:`exp_sum`,
+:func:`ones_score` and :func:`roformer_bound` take an exact fast route (below); other inputs
+are summed directly.
 
 The fast route
 --------------
@@ -45,6 +50,7 @@ on the same grid, so no exponential is evaluated on the full :math:`N \times d/2
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -52,7 +58,19 @@ from typing import Any
 import numpy as np
 
 from . import plotting
-from ._validate import check_base, check_dim, check_positive_int, check_real_array
+from ._validate import (
+    MAX_ELEMENTS,
+    MAX_POSITION,
+    check_base,
+    check_choice,
+    check_dim,
+    check_distance_array,
+    check_elements,
+    check_positive_int,
+    check_real,
+    check_real_array,
+    check_seed,
+)
 from .frequencies import theta
 
 __all__ = [
@@ -88,21 +106,26 @@ _GRID_MAX_SPAN = 1 << 22
 _BLOCK = 1 << 20
 #: The schedules of the comparison figure, as strings understood by :func:`schedule_theta`.
 DEFAULT_SCHEDULES = ("10000^-t", "1000^-t", "t^2", "t^4", "t")
+#: Largest number of distances on one curve of a figure (``max_distance`` and the like).
+MAX_FIGURE_POINTS = 1 << 22
+#: Largest number of panels or curves of one figure (``ds``, ``schedules``).
+MAX_FIGURE_CURVES = 16
+#: Largest number of windows of :func:`gap_rms`.
+MAX_WINDOWS = 1 << 12
+#: Largest ``n_points`` of :func:`plot_schedules` (one quadrature per point and power schedule).
+MAX_SCHEDULE_POINTS = 20_000
 
 
 # --------------------------------------------------------------------------------------------
 # input handling
 # --------------------------------------------------------------------------------------------
 def _distances(distance: Any, name: str = "distance") -> tuple[np.ndarray, np.ndarray | None]:
-    """Return ``(x, ix)``: ``x`` as float64, ``ix`` as int64 if every entry is a whole number."""
-    arr = np.asarray(distance)
-    if arr.dtype != bool and np.issubdtype(arr.dtype, np.integer):
-        ix = arr.astype(np.int64)
-        if np.any(np.abs(ix) > 2**53):
-            raise ValueError(f"{name} must have magnitude <= 2**53, got larger integers")
-        return ix.astype(np.float64), ix
-    x = check_real_array(distance, name)
-    if np.all(x == np.round(x)) and np.all(np.abs(x) <= 2.0**53):
+    """Return ``(x, ix)``: ``x`` as float64, ``ix`` as int64 if every entry is a whole number.
+
+    ``x`` is finite with ``|x| <= MAX_POSITION`` (2**32), so integers are exact in float64.
+    """
+    x = check_distance_array(distance, name)
+    if np.all(x == np.round(x)):
         return x, x.astype(np.int64)
     return x, None
 
@@ -369,7 +392,7 @@ def integral_score(distance: Any, d: int, base: float = 10000.0) -> np.ndarray |
     """
     d = check_dim(d)
     base = check_base(base)
-    x = check_real_array(distance, "distance")
+    x = check_distance_array(distance, "distance")
     return _scalar_or_array(d * _ci_difference(x, base))
 
 
@@ -388,7 +411,7 @@ def undersampled_terms(distance: Any, d: int, base: float = 10000.0) -> np.ndarr
     """
     d = check_dim(d)
     base = check_base(base)
-    x = np.abs(check_real_array(distance, "distance"))
+    x = np.abs(check_distance_array(distance, "distance"))
     x_star = np.pi * d / (2.0 * np.log(base))
     with np.errstate(divide="ignore"):
         nu = d / (2.0 * np.log(base)) * np.log(x / x_star)
@@ -409,20 +432,53 @@ def gap_rms(
     where :math:`g` is :func:`ones_score`, :math:`I` is :func:`integral_score` and
     :math:`\nu` is :func:`undersampled_terms`.
 
+    Parameters
+    ----------
+    windows : sequence of (int, int)
+        At most ``MAX_WINDOWS`` (4096) pairs ``(lo, hi)`` of integers with
+        ``0 <= lo < hi <= MAX_POSITION`` (2**32), holding at most ``MAX_ELEMENTS`` (2**27)
+        distances in all.
+    d : int
+        Head dimension, even, >= 2.
+    base : float
+        RoPE base :math:`b > 1`.
+
     Returns
     -------
     (rms, model) : tuple of numpy.ndarray
         One entry per window.
     """
+    d = check_dim(d)
+    base = check_base(base)
+    pairs = _windows(windows)
     rms, model = [], []
-    for lo, hi in windows:
-        lo = check_positive_int(lo, "window start", minimum=0)
-        hi = check_positive_int(hi, "window end", minimum=lo + 1)
+    for lo, hi in pairs:
         x = np.arange(lo, hi)
         gap = ones_score(x, d, base) - integral_score(x, d, base)
         rms.append(np.sqrt(np.mean(gap**2)))
         model.append(np.sqrt(np.mean(2.0 * undersampled_terms(x, d, base))))
     return np.array(rms), np.array(model)
+
+
+def _windows(windows: Any) -> list[tuple[int, int]]:
+    """``windows`` as a list of ``(lo, hi)`` integer pairs, each checked by name."""
+    what = "windows must be a sequence of (lo, hi) pairs of integers, 0 <= lo < hi"
+    if isinstance(windows, (str, bytes)) or not hasattr(windows, "__iter__"):
+        raise TypeError(f"{what}, got {windows!r:.60}")
+    pairs, total = [], 0
+    for i, window in enumerate(windows):
+        if i >= MAX_WINDOWS:
+            raise ValueError(f"windows must hold at most {MAX_WINDOWS} pairs")
+        try:
+            lo, hi = window
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"{what}; windows[{i}] is {window!r:.60}") from error
+        lo = check_positive_int(lo, f"windows[{i}] start", minimum=0, maximum=MAX_POSITION - 1)
+        hi = check_positive_int(hi, f"windows[{i}] end", minimum=lo + 1, maximum=MAX_POSITION)
+        total += hi - lo
+        check_elements(total, "the distances of windows", hint="use shorter windows")
+        pairs.append((lo, hi))
+    return pairs
 
 
 # --------------------------------------------------------------------------------------------
@@ -433,10 +489,10 @@ _EXP_RE = re.compile(rf"^\s*{_NUM}\s*\^\s*-\s*t\s*$")
 _POW_RE = re.compile(rf"^\s*t\s*\^\s*{_NUM}\s*$")
 
 
-def _parse_schedule(schedule: Any) -> tuple[str, float]:
+def _parse_schedule(schedule: Any, name: str = "schedule") -> tuple[str, float]:
     if not isinstance(schedule, str):
         raise TypeError(
-            f"schedule must be a string such as '10000^-t', 't^2' or 't', got {schedule!r}"
+            f"{name} must be a string such as '10000^-t', 't^2' or 't', got {schedule!r:.60}"
         )
     if schedule.strip() == "t":
         return "power", 1.0
@@ -444,16 +500,16 @@ def _parse_schedule(schedule: Any) -> tuple[str, float]:
     if match:
         b = float(match.group(1))
         if not np.isfinite(b) or b <= 1.0:
-            raise ValueError(f"schedule '{schedule}': the base b in 'b^-t' must be > 1")
+            raise ValueError(f"{name} '{schedule}': the base b in 'b^-t' must be > 1")
         return "exponential", b
     match = _POW_RE.match(schedule)
     if match:
         alpha = float(match.group(1))
         if not np.isfinite(alpha) or alpha <= 0.0:
-            raise ValueError(f"schedule '{schedule}': the exponent in 't^alpha' must be > 0")
+            raise ValueError(f"{name} '{schedule}': the exponent in 't^alpha' must be > 0")
         return "power", alpha
     raise ValueError(
-        f"schedule must look like 'b^-t' (b > 1), 't^alpha' (alpha > 0) or 't', got {schedule!r}"
+        f"{name} must look like 'b^-t' (b > 1), 't^alpha' (alpha > 0) or 't', got {schedule!r:.60}"
     )
 
 
@@ -496,8 +552,38 @@ def schedule_score(distance: Any, d: int, schedule: str) -> np.ndarray | np.floa
     return _scalar_or_array(np.asarray(2.0 * np.real(exp_sum(distance, freqs))))
 
 
+#: Above this x the tail of :func:`_power_integral` is summed as an asymptotic series:
+#: QUADPACK's QAWF loses accuracy (1e-10 absolute at x ~ 1e9) and near x ~ 1.3e9 evaluates
+#: the integrand at negative u, which ends in a TypeError.
+_TAIL_SERIES_FROM = 64.0
+
+
+def _power_tail_series(x: float, s: float) -> float:
+    r""":math:`\int_1^\infty u^{s-1}\cos(xu)\,du` for :math:`0 < s < 1`, :math:`x > 64`.
+
+    With :math:`v = xu` and :math:`a = s - 1` the integral is :math:`x^{-s}\,\mathrm{Re}\,I`,
+    :math:`I = \int_x^\infty v^a e^{\mathrm i v}dv`. Integrating by parts,
+    :math:`I(a) = \mathrm i x^a e^{\mathrm i x} + \mathrm i a\,I(a - 1)`, so
+    :math:`I = \mathrm i e^{\mathrm i x} x^a \sum_k \mathrm i^k a(a-1)\cdots(a-k+1)\,x^{-k}`,
+    an asymptotic series whose terms fall below 1e-17 of the sum within about 20 terms for
+    x > 64 (the smallest term is near k = x, of order e^{-x}).
+    """
+    a = s - 1.0
+    total, term = 0j, 1.0 + 0j
+    for k in range(1, 64):
+        total += term
+        term = term * 1j * (a - k + 1) / x
+        if abs(term) < 1e-17 * abs(total):
+            break
+    return float((1j * np.exp(1j * x) * x**a * total).real * x**-s)
+
+
 def _power_integral(x: float, alpha: float) -> float:
-    r""":math:`\int_0^1\cos(x t^\alpha)\,dt` for x >= 0, by quadrature (QUADPACK)."""
+    r""":math:`\int_0^1\cos(x t^\alpha)\,dt` for x >= 0, by quadrature (QUADPACK).
+
+    For alpha > 1 and x > 64 the tail :math:`\int_1^\infty` is the asymptotic series of
+    :func:`_power_tail_series` instead of QUADPACK's QAWF.
+    """
     from scipy.integrate import quad
     from scipy.special import gamma
 
@@ -507,7 +593,10 @@ def _power_integral(x: float, alpha: float) -> float:
     if alpha > 1.0:
         # u = t^alpha: (1/alpha) int_0^1 u^{s-1} cos(xu) du
         #            = (1/alpha) [Gamma(s) cos(pi s/2) x^{-s} - int_1^inf u^{s-1} cos(xu) du]
-        tail = quad(lambda u: u ** (s - 1.0), 1.0, np.inf, weight="cos", wvar=x, limlst=100)[0]
+        if x > _TAIL_SERIES_FROM:
+            tail = _power_tail_series(x, s)
+        else:
+            tail = quad(lambda u: u ** (s - 1.0), 1.0, np.inf, weight="cos", wvar=x, limlst=100)[0]
         return (gamma(s) * np.cos(0.5 * np.pi * s) * x**-s - tail) / alpha
     # alpha <= 1: u^{s-1} is bounded on [0, 1]; QAWO handles the oscillation.
     return quad(lambda u: u ** (s - 1.0) / alpha, 0.0, 1.0, weight="cos", wvar=x, limit=400)[0]
@@ -519,11 +608,14 @@ def schedule_integral(distance: Any, schedule: str) -> np.ndarray | np.float64:
     Closed forms: :math:`(\mathrm{Ci}(x) - \mathrm{Ci}(x/b))/\ln b` for ``"b^-t"`` and
     :math:`\sin x / x` for ``"t"``; for ``"t^alpha"`` QUADPACK quadrature (for large x,
     :math:`\frac1\alpha[\Gamma(\tfrac1\alpha)\cos\tfrac{\pi}{2\alpha}x^{-1/\alpha}
-    - \int_1^\infty u^{1/\alpha-1}\cos(xu)\,du]` when :math:`\alpha > 1`).
-    Multiply by d to compare with :func:`schedule_score`.
+    - \int_1^\infty u^{1/\alpha-1}\cos(xu)\,du]` when :math:`\alpha > 1`, the tail by
+    quadrature up to x = 64 and by its asymptotic series beyond).
+    Multiply by d to compare with :func:`schedule_score`. ``distance`` is finite with
+    magnitude <= ``MAX_POSITION`` (2**32); each point of a ``"t^alpha"`` schedule costs one
+    quadrature or series, so pass arrays of moderate size for those.
     """
     kind, p = _parse_schedule(schedule)
-    x = check_real_array(distance, "distance")
+    x = check_distance_array(distance, "distance")
     if kind == "exponential":
         return _scalar_or_array(_ci_difference(x, p))
     if p == 1.0:
@@ -552,11 +644,14 @@ def schedule_envelope(distance: Any, schedule: str) -> np.ndarray | np.float64:
       :math:`\int_1^\infty u^{1/\alpha - 1}\cos(xu)\,du` by parts). Not a bound: the
       integral stays near this positive level and does not oscillate around zero.
     * ``"t"``: :math:`1/x`, the envelope of :math:`\sin x / x`.
+
+    These formulas carry no phase, so ``distance`` may be any finite nonzero real number,
+    beyond ``MAX_POSITION`` too (:func:`envelope_crossover` searches up to :math:`10^{15}`).
     """
     from scipy.special import exp1
 
     kind, p = _parse_schedule(schedule)
-    x = np.abs(check_real_array(distance, "distance"))
+    x = np.abs(check_distance_array(distance, "distance", max_abs=None))  # phase-free: any x
     if np.any(x == 0):
         raise ValueError("distance must be nonzero: the envelopes are for x > 0")
     if kind == "exponential":
@@ -582,9 +677,7 @@ def envelope_crossover(base: float, alpha: float) -> float:
     from scipy.optimize import brentq
 
     base = check_base(base)
-    alpha = float(check_real_array(alpha, "alpha"))
-    if not alpha > 1.0:
-        raise ValueError(f"alpha must be > 1, got {alpha}")
+    alpha = check_real(alpha, "alpha", low=1.0, low_open=True, high_open=True)
     exp_s, pow_s = f"{base!r}^-t", f"t^{alpha!r}"
 
     def diff(log_x: float) -> float:
@@ -601,6 +694,18 @@ def envelope_crossover(base: float, alpha: float) -> float:
 # random queries and keys
 # --------------------------------------------------------------------------------------------
 _KINDS = ("independent", "correlated", "ones")
+
+
+def _check_n_samples(n_samples: Any, d: int) -> int:
+    """``n_samples >= 2`` with ``n_samples * d <= MAX_ELEMENTS`` (the sampled queries)."""
+    return check_positive_int(
+        n_samples,
+        "n_samples",
+        minimum=2,
+        maximum=MAX_ELEMENTS // d,
+        hint=f"the samples (n_samples x d = {d}) hold at most rope_lib's MAX_ELEMENTS = "
+        f"{MAX_ELEMENTS} numbers; average several calls with different seeds for more",
+    )
 
 
 def monte_carlo_score(
@@ -625,21 +730,46 @@ def monte_carlo_score(
 
     where :math:`g` is :func:`ones_score`.
 
+    Parameters
+    ----------
+    distance : float or array_like
+        Relative distance(s) :math:`x`, finite, of magnitude <= ``MAX_POSITION`` (2**32).
+    d : int
+        Head dimension, even, >= 2.
+    base : float
+        RoPE base :math:`b > 1`.
+    kind : {"independent", "correlated", "ones"}
+        How the pairs are drawn.
+    n_samples : int
+        Number of pairs, >= 2. The samples (``n_samples x d``) and the table of scores
+        (``n_samples x len(distance)``) each hold at most ``MAX_ELEMENTS`` (2**27) numbers, so
+        ``n_samples <= 2**27 / d``; average several calls with different seeds for more.
+    rho : float
+        Correlation of ``"correlated"`` pairs, in [-1, 1].
+    seed : int
+        Seed of ``numpy.random.default_rng``, an integer >= 0.
+
     Returns
     -------
     (mean, stderr) : tuple of numpy.ndarray
         Sample mean and its standard error (sample std / sqrt(n_samples)), shaped like
         ``distance`` (at least 1-D).
     """
+    x = np.atleast_1d(check_distance_array(distance, "distance"))
     freqs = theta(d, base)
     d = freqs.size * 2
-    if kind not in _KINDS:
-        raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
-    n_samples = check_positive_int(n_samples, "n_samples", minimum=2)
-    rho = float(check_real_array(rho, "rho"))
-    if not -1.0 <= rho <= 1.0:
-        raise ValueError(f"rho must lie in [-1, 1], got {rho}")
-    x = np.atleast_1d(check_real_array(distance, "distance"))
+    kind = check_choice(kind, "kind", _KINDS)
+    n_samples = _check_n_samples(n_samples, d)
+    rho = check_real(rho, "rho", low=-1.0, high=1.0)
+    seed = check_seed(seed)
+    check_elements(
+        n_samples * x.size,
+        "the table of scores (n_samples x len(distance))",
+        hint="lower n_samples or pass fewer distances per call",
+    )
+    check_elements(
+        (d // 2) * x.size, "the phases (d/2 x len(distance))", hint="pass fewer distances"
+    )
     rng = np.random.default_rng(seed)
     q = rng.standard_normal((n_samples, d))
     k = rng.standard_normal((n_samples, d))
@@ -660,16 +790,49 @@ def monte_carlo_score(
 # --------------------------------------------------------------------------------------------
 # figures
 # --------------------------------------------------------------------------------------------
-def _grid_distances(max_distance: Any, name: str = "max_distance") -> np.ndarray:
-    max_distance = check_positive_int(max_distance, name)
+def _grid_distances(
+    max_distance: Any, d: int | None = None, name: str = "max_distance"
+) -> np.ndarray:
+    r"""Integer distances ``0 .. max_distance``, bounded before anything is allocated.
+
+    At most ``MAX_FIGURE_POINTS`` distances, and with ``d`` given, at most ``MAX_ELEMENTS``
+    phases :math:`x\theta_i` (``(max_distance + 1) * d/2``).
+    """
+    max_distance = check_positive_int(
+        max_distance,
+        name,
+        maximum=MAX_FIGURE_POINTS - 1,
+        hint=f"a curve of a figure has at most MAX_FIGURE_POINTS = {MAX_FIGURE_POINTS} points",
+    )
+    if d is not None:
+        check_elements(
+            (max_distance + 1) * (d // 2),
+            f"the phases of the figure ({name} + 1 distances x d/2)",
+            hint=f"lower {name} or d",
+        )
     return np.arange(max_distance + 1)
+
+
+def _figure_ds(ds: Any, name: str = "ds", maximum: int = MAX_FIGURE_CURVES) -> list[int]:
+    """``ds`` as a list of 1 to ``maximum`` head dimensions, each checked by name."""
+    if isinstance(ds, (str, bytes)) or not hasattr(ds, "__iter__"):
+        raise TypeError(f"{name} must be a sequence of even head dimensions, got {ds!r:.60}")
+    if hasattr(ds, "__len__") and len(ds) > maximum:
+        raise ValueError(f"{name} must hold at most {maximum} head dimensions, got {len(ds)}")
+    ds = list(itertools.islice(iter(ds), maximum + 1))  # an endless iterator cannot hang
+    if not ds:
+        raise ValueError(f"{name} must hold at least one head dimension")
+    if len(ds) > maximum:
+        raise ValueError(f"{name} must hold at most {maximum} head dimensions, got {len(ds)}")
+    return [check_dim(d, f"{name}[{i}]") for i, d in enumerate(ds)]
 
 
 def plot_counterexamples(d: int = 128, base: float = 10000.0, max_distance: int = 60):
     r"""Figure: :math:`g(x)/d` for :math:`\theta_i = 0`, :math:`\theta_i = 1` and RoPE's
     :math:`\theta_i = b^{-2i/d}`, for integer distances 0..max_distance."""
-    x = _grid_distances(max_distance)
     d = check_dim(d)
+    base = check_base(base)
+    x = _grid_distances(max_distance, d)
     curves = [
         (r"$\theta_i = 0$: $g = d$", 2.0 * np.real(exp_sum(x, np.zeros(d // 2))) / d),
         (r"$\theta_i = 1$: $g = d\cos x$", 2.0 * np.real(exp_sum(x, np.ones(d // 2))) / d),
@@ -693,17 +856,32 @@ def plot_ones_score(
     :math:`T_{d/2-1}/4` marked by a dotted vertical line.
 
     ``max_distance=None`` shows each panel up to its quarter period (at least 2000).
-    ``fig.axes`` holds the main panels first, then their twins in the same order."""
-    ds = [check_dim(d) for d in ds]
-    if not ds:
-        raise ValueError("ds must hold at least one head dimension")
+    ``fig.axes`` holds the main panels first, then their twins in the same order.
+    ``ds`` holds 1 to ``MAX_FIGURE_CURVES`` (16) head dimensions; each panel shows at most
+    ``MAX_FIGURE_POINTS`` (2**22) distances and ``MAX_ELEMENTS`` phases (distances x d/2)."""
+    ds = _figure_ds(ds)
+    base = check_base(base)
+    tops = []
+    for d in ds:
+        if max_distance is not None:
+            top = max_distance
+        else:
+            quarter = quarter_period(d, base)
+            if quarter > MAX_FIGURE_POINTS - 1:
+                raise ValueError(
+                    f"max_distance=None shows each panel up to its quarter period, "
+                    f"{quarter:.3g} for d = {d} and base = {base:g}: more than "
+                    f"MAX_FIGURE_POINTS = {MAX_FIGURE_POINTS}; pass max_distance"
+                )
+            top = max(2000, int(np.ceil(quarter)))
+        _grid_distances(top, d)  # bounds checked for every panel before any is drawn
+        tops.append(top)
     fig, axes = plotting.new_figure(ncols=len(ds), width=4.6 * len(ds), height=3.8)
     axes = np.atleast_1d(axes)
     slow_style = plotting.line_style(1)
-    for ax, d in zip(axes, ds, strict=True):
+    for ax, d, top in zip(axes, ds, tops, strict=True):
         quarter = quarter_period(d, base)
-        top = max_distance if max_distance is not None else max(2000, int(np.ceil(quarter)))
-        x = _grid_distances(top)
+        x = _grid_distances(top, d)
         ax.plot(x, ones_score(x, d, base), label="$g(x)$", lw=0.6, **plotting.line_style(0))
         twin = ax.twinx()
         slow = 2.0 * np.cos(x * theta(d, base)[-1])
@@ -739,8 +917,9 @@ def plot_quarter_period(
     ds: Sequence[int] = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), base: float = 10000.0
 ):
     r"""Figure: :math:`T_{d/2-1}/4 = \frac\pi2 b^{(d-2)/d}` against d (log axes), with
-    its limit :math:`\frac\pi2 b` and LLaMA's head dimension 128 marked."""
-    ds = np.array([check_dim(d) for d in ds])
+    its limit :math:`\frac\pi2 b` and LLaMA's head dimension 128 marked. ``ds`` holds 1 to
+    ``MAX_FIGURE_POINTS`` even head dimensions."""
+    ds = np.array(_figure_ds(ds, maximum=MAX_FIGURE_POINTS))
     base = check_base(base)
     y = np.array([quarter_period(int(d), base) for d in ds])
     fig, ax = plotting.new_figure(width=6.0, height=3.4)
@@ -771,7 +950,8 @@ def plot_sum_vs_integral(d: int = 128, base: float = 10000.0, max_distance: int 
     :math:`\pm\sqrt{2\nu(x)}` of :func:`undersampled_terms` and the Nyquist distance
     :math:`x_* = \pi d/(2\ln b)`."""
     d = check_dim(d)
-    x = _grid_distances(max_distance)[1:]
+    base = check_base(base)
+    x = _grid_distances(max_distance, d)[1:]
     g = ones_score(x, d, base)
     integral = integral_score(x, d, base)
     fig, (ax, ax2) = plotting.new_figure(nrows=2, width=7.0, height=5.2, sharex=True)
@@ -804,6 +984,23 @@ def plot_sum_vs_integral(d: int = 128, base: float = 10000.0, max_distance: int 
     return fig
 
 
+def _figure_schedules(schedules: Any) -> list[str]:
+    """``schedules`` as a list of 1 to ``MAX_FIGURE_CURVES`` valid schedule strings."""
+    if isinstance(schedules, (str, bytes)) or not hasattr(schedules, "__iter__"):
+        raise TypeError(
+            f"schedules must be a sequence of schedule strings such as ('10000^-t', 't^2'), "
+            f"got {schedules!r:.60}"
+        )
+    items = list(itertools.islice(iter(schedules), MAX_FIGURE_CURVES + 1))
+    if not items:
+        raise ValueError("schedules must hold at least one schedule string")
+    if len(items) > MAX_FIGURE_CURVES:
+        raise ValueError(f"schedules must hold at most {MAX_FIGURE_CURVES} schedule strings")
+    for i, schedule in enumerate(items):
+        _parse_schedule(schedule, f"schedules[{i}]")
+    return items
+
+
 def plot_schedules(
     d: int | None = None,
     schedules: Sequence[str] = DEFAULT_SCHEDULES,
@@ -816,14 +1013,41 @@ def plot_schedules(
 
     ``d=None`` plots the continuum :math:`\mathrm{Re}\int_0^1 e^{\mathrm i x\theta_t}dt`
     (:func:`schedule_integral`); an even ``d`` plots the discrete
-    :math:`g(x)/d = \frac2d\sum_i\cos(x\theta_{2i/d})` (:func:`schedule_score`) at integer x."""
+    :math:`g(x)/d = \frac2d\sum_i\cos(x\theta_{2i/d})` (:func:`schedule_score`) at integer x.
+
+    ``schedules`` holds 1 to ``MAX_FIGURE_CURVES`` (16) schedule strings (see
+    :func:`schedule_theta`); ``1 < short_max < long_max``, ``short_max`` below
+    ``MAX_FIGURE_POINTS`` (the discrete short range has one point per integer) and ``long_max``
+    at most ``MAX_POSITION``; ``n_points`` from 10 to ``MAX_SCHEDULE_POINTS`` (20000)."""
     if d is not None:
         d = check_dim(d)
-    short_max = float(check_real_array(short_max, "short_max"))
-    long_max = float(check_real_array(long_max, "long_max"))
-    if not 1.0 < short_max < long_max:
-        raise ValueError("short_max and long_max must satisfy 1 < short_max < long_max")
-    n_points = check_positive_int(n_points, "n_points", minimum=10)
+    parsed = _figure_schedules(schedules)
+    short_max = check_real(
+        short_max, "short_max", low=1.0, high=MAX_FIGURE_POINTS - 1, low_open=True
+    )
+    long_max = check_real(long_max, "long_max", low=1.0, high=MAX_POSITION, low_open=True)
+    if not short_max < long_max:
+        raise ValueError(
+            f"short_max and long_max must satisfy 1 < short_max < long_max, got "
+            f"short_max = {short_max:g} and long_max = {long_max:g}"
+        )
+    n_points = check_positive_int(
+        n_points,
+        "n_points",
+        minimum=10,
+        maximum=MAX_SCHEDULE_POINTS,
+        hint="the continuum curves of power schedules need one quadrature per point",
+    )
+    if d is not None:
+        for what, count in (
+            ("short_max + 1", int(short_max) + 1),
+            ("20 * n_points", 20 * n_points),
+        ):
+            check_elements(
+                count * (d // 2) * len(parsed),
+                f"the phases of the figure ({what} distances x d/2 x len(schedules))",
+                hint="lower short_max, n_points or d",
+            )
     if d is None:
         xs = np.linspace(0.0, short_max, n_points)
         xl = np.geomspace(1.0, long_max, n_points)
@@ -831,7 +1055,7 @@ def plot_schedules(
         xs = np.arange(int(short_max) + 1)
         xl = np.unique(np.round(np.geomspace(1.0, long_max, 20 * n_points)).astype(np.int64))
     fig, (ax1, ax2) = plotting.new_figure(ncols=2, width=10.0, height=3.8)
-    for k, schedule in enumerate(schedules):
+    for k, schedule in enumerate(parsed):
         if d is None:
             ys, yl = schedule_integral(xs, schedule), schedule_integral(xl, schedule)
         else:
@@ -851,8 +1075,13 @@ def plot_schedules(
 
 
 def plot_roformer_bound(d: int = 128, base: float = 10000.0, max_distance: int = 256):
-    r"""Figure 2 of RoFormer: :func:`roformer_bound` at integer distances 0..max_distance."""
-    x = _grid_distances(max_distance)
+    r"""Figure 2 of RoFormer: :func:`roformer_bound` at integer distances 0..max_distance.
+
+    ``max_distance`` is at most ``MAX_FIGURE_POINTS - 1`` and ``(max_distance + 1) * d/2`` at
+    most ``MAX_ELEMENTS``."""
+    d = check_dim(d)
+    base = check_base(base)
+    x = _grid_distances(max_distance, d)
     fig, ax = plotting.new_figure(width=6.0, height=3.6)
     ax.plot(
         x,
@@ -878,9 +1107,32 @@ def plot_monte_carlo(
 ):
     r"""Figure: Monte Carlo mean of :math:`q^\top R_x k` with error bars of two standard
     errors, for independent, correlated (:math:`\rho`) and all-ones-mean queries and keys,
-    against their exact expectations :math:`0`, :math:`\rho g(x)` and :math:`g(x)`."""
-    step = check_positive_int(step, "step")
-    x = np.arange(0, check_positive_int(max_distance, "max_distance") + 1, step)
+    against their exact expectations :math:`0`, :math:`\rho g(x)` and :math:`g(x)`.
+
+    Distances ``0, step, 2 step, ...`` up to ``max_distance`` (at most
+    ``MAX_FIGURE_POINTS - 1``), with ``1 <= step <= max_distance``; ``n_samples``, ``rho`` and
+    ``seed`` as in :func:`monte_carlo_score` (the three cases use seeds ``seed``,
+    ``seed + 1`` and ``seed + 2``)."""
+    d = check_dim(d)
+    base = check_base(base)
+    max_distance = check_positive_int(
+        max_distance,
+        "max_distance",
+        maximum=MAX_FIGURE_POINTS - 1,
+        hint=f"a curve of a figure has at most MAX_FIGURE_POINTS = {MAX_FIGURE_POINTS} points",
+    )
+    step = check_positive_int(
+        step, "step", maximum=max_distance, hint="a step beyond max_distance leaves one point"
+    )
+    rho = check_real(rho, "rho", low=-1.0, high=1.0)
+    seed = check_seed(seed)
+    x = np.arange(0, max_distance + 1, step)
+    n_samples = _check_n_samples(n_samples, d)  # checked before anything is computed
+    check_elements(
+        n_samples * x.size,
+        "the table of scores (n_samples x number of distances)",
+        hint="lower n_samples or raise step",
+    )
     g = ones_score(x, d, base)
     cases = [
         ("independent", "independent, zero mean", np.zeros_like(g)),
@@ -925,8 +1177,9 @@ def plot_diagonal_h(d: int = 128, base: float = 10000.0, max_distance: int = 256
     from .sinusoidal import diagonal_h_parts
 
     d = check_dim(d)
+    base = check_base(base)
     n = d // 2
-    x = _grid_distances(max_distance)
+    x = _grid_distances(max_distance, d)
     ramp = 1.0 - np.arange(n) / n
     slow_only = (np.arange(n) >= (3 * n) // 4).astype(float)
     diagonals = [

@@ -441,8 +441,16 @@ def test_monte_carlo_agrees_with_exact_expectation(kind, factor):
         (lambda: decay.abel_bound([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], 3), ValueError, "d must"),
         (lambda: decay.schedule_envelope(0.0, "t^2"), ValueError, "nonzero"),
         (lambda: decay.schedule_envelope(1.0, "t^0.5"), ValueError, "alpha > 1"),
-        (lambda: decay.envelope_crossover(1e4, 1.0), ValueError, "alpha must be > 1"),
-        (lambda: decay.gap_rms([(10, 5)], 8), ValueError, "window end"),
+        (
+            lambda: decay.envelope_crossover(1e4, 1.0),
+            ValueError,
+            r"alpha must be a finite real number in \(1.0, inf\)",
+        ),
+        (
+            lambda: decay.gap_rms([(10, 5)], 8),
+            ValueError,
+            r"windows\[0\] end must be an integer >= 11",
+        ),
     ],
 )
 def test_bad_input(call, exc, match):
@@ -616,3 +624,232 @@ def test_exponential_score_below_power_score_far_beyond_crossover(base, alpha):
     for x in np.geomspace(1.0, xc, 60)[:-1]:  # below x_c the exponential envelope is larger
         env = (abs(mp.e1(1j * x)) + abs(mp.e1(1j * x / b))) / mp.log(b)
         assert env > level * mp.mpf(x) ** (-1 / a)
+
+
+# ---------------------------------------------------------------------------------- limits
+LIMIT = 2**32  # rope_lib._validate.MAX_POSITION
+BEYOND = [LIMIT + 1, 2**60 + 1, 2**70, 1e300, -1e300, np.array([0, 2**64 - 1], dtype=np.uint64)]
+DISTANCE_CALLS = {
+    "exp_sum": lambda x: decay.exp_sum(x, [1.0, 0.5]),
+    "ones_score": lambda x: decay.ones_score(x, 8),
+    "roformer_bound": lambda x: decay.roformer_bound(x, 8),
+    "abel_bound": lambda x: decay.abel_bound(np.ones(8), np.ones(8), x),
+    "integral_score": lambda x: decay.integral_score(x, 8),
+    "undersampled_terms": lambda x: decay.undersampled_terms(x, 8),
+    "schedule_score": lambda x: decay.schedule_score(x, 8, "t^2"),
+    "schedule_integral": lambda x: decay.schedule_integral(x, "t^2"),
+    "monte_carlo_score": lambda x: decay.monte_carlo_score(x, 8, n_samples=4),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DISTANCE_CALLS))
+@pytest.mark.parametrize("bad", BEYOND, ids=repr)
+def test_distances_beyond_max_position_are_refused_by_name(name, bad):
+    with pytest.raises(
+        ValueError, match=r"distance must be finite real numbers of magnitude <= 4294967296"
+    ):
+        DISTANCE_CALLS[name](bad)
+
+
+def test_distances_at_max_position_are_accurate():
+    # the float64 phase x theta_i is within |x| 2**-53 ~ 5e-7 rad of the exact one
+    for x in (LIMIT, -LIMIT, LIMIT - 1):
+        assert decay.ones_score(x, 16) == pytest.approx(mp_ones(x, 16), abs=1e-5)
+        assert decay.roformer_bound(x, 16) == pytest.approx(mp_bound(x, 16), abs=1e-5)
+
+
+def test_unusual_forms_of_distances_give_the_same_result():
+    import torch
+
+    x = [0, 5, 17, 4096]
+    for func in (decay.ones_score, decay.roformer_bound):
+        expected = func(x, 16)
+        for form in (
+            np.array(x, dtype=np.uint16),
+            np.array(x, dtype=np.uint64),
+            np.array(x, dtype=float),
+            tuple(x),
+            torch.tensor(x),
+        ):
+            np.testing.assert_array_equal(func(form, 16), expected)
+
+
+def test_schedule_envelope_is_phase_free_and_accepts_any_magnitude():
+    x = np.array([1e12, 1e15, float(2**70)])
+    np.testing.assert_allclose(decay.schedule_envelope(x, "t"), 1 / x, rtol=1e-15)
+    np.testing.assert_allclose(decay.schedule_envelope([2**70], "t"), [2.0**-70], rtol=1e-15)
+    # |E_1(iz)| -> 1/z, so (|E_1(ix)| + |E_1(ix/b)|) / ln b -> (1 + b) / (x ln b)
+    far = decay.schedule_envelope(1e15, "10000^-t")
+    assert far == pytest.approx((1e4 + 1) / (1e15 * np.log(1e4)), rel=1e-9)
+    for bad in (float("nan"), float("inf"), "1e12", True, None):
+        with pytest.raises((ValueError, TypeError), match="distance"):
+            decay.schedule_envelope(bad, "t")
+
+
+def mp_power_integral_large(x, alpha):
+    """int_0^1 cos(x t^alpha) dt = (1/alpha) x^(-s) Re[e^(i pi s/2) gamma(s, 0, -ix)], s = 1/alpha."""
+    s, xm = 1 / mp.mpf(alpha), mp.mpf(float(x))
+    lower = mp.gammainc(s, 0, -1j * xm)
+    return float(mp.re(mp.expj(mp.pi * s / 2) * lower) * xm ** (-s) / mp.mpf(alpha))
+
+
+@pytest.mark.parametrize("alpha", [1.5, 2.0, 4.0])
+@pytest.mark.parametrize("x", [65.0, 300.0, 1e5, 1e8, 1.2996e9, 4e9, float(LIMIT)])
+def test_power_schedule_integral_at_large_distances(alpha, x):
+    # QUADPACK's QAWF failed near 1.3e9 (TypeError) and lost 1e-10 at 1e9; the asymptotic
+    # series of the tail is checked against mpmath's incomplete gamma function
+    got = decay.schedule_integral(x, f"t^{alpha}")
+    assert got == pytest.approx(mp_power_integral_large(x, alpha), abs=1e-15, rel=1e-9)
+
+
+def test_square_schedule_at_large_distances_matches_mpmath_fresnel():
+    for x in (1e6, 1.2996e9, 4e9):
+        xm = mp.mpf(x)
+        ref = mp.sqrt(mp.pi / (2 * xm)) * mp.fresnelc(mp.sqrt(2 * xm / mp.pi))
+        assert decay.schedule_integral(x, "t^2") == pytest.approx(float(ref), rel=1e-9)
+
+
+# ---------------------------------------------------------------------------------- Monte Carlo args
+def test_monte_carlo_n_samples_is_bounded_before_sampling():
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(
+        ValueError, match=r"n_samples must be an integer <= 16777216, got 10+; .*MAX_ELEMENTS"
+    ):
+        decay.monte_carlo_score([0, 1], 8, n_samples=10**9)
+    assert time.perf_counter() - start < 1.0
+    with pytest.raises(ValueError, match=r"n_samples x len\(distance\).*MAX_ELEMENTS"):
+        decay.monte_carlo_score(np.arange(1 << 20), 2, n_samples=1 << 8)
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, "0", True, None, float("nan"), [0]], ids=repr)
+def test_monte_carlo_seed_is_checked_by_name(bad):
+    with pytest.raises((ValueError, TypeError), match="seed must be an integer >= 0"):
+        decay.monte_carlo_score([1], 4, n_samples=4, seed=bad)
+    with pytest.raises((ValueError, TypeError), match="seed must be an integer >= 0"):
+        decay.plot_monte_carlo(d=4, max_distance=8, n_samples=4, seed=bad)
+
+
+@pytest.mark.parametrize("bad", [1.5, -1.5, float("nan"), "0.5", True, None, [0.5]], ids=repr)
+def test_monte_carlo_rho_is_checked_by_name(bad):
+    with pytest.raises((ValueError, TypeError), match=r"rho must be a .*\[-1.0, 1.0\]"):
+        decay.monte_carlo_score([1], 4, kind="correlated", n_samples=4, rho=bad)
+    with pytest.raises((ValueError, TypeError), match=r"rho must be a .*\[-1.0, 1.0\]"):
+        decay.plot_monte_carlo(d=4, max_distance=8, n_samples=4, rho=bad)
+
+
+def test_monte_carlo_equivalent_seed_and_rho_forms():
+    a = decay.monte_carlo_score([0, 3], 8, kind="correlated", n_samples=8, rho=1, seed=3)
+    b = decay.monte_carlo_score(
+        [0, 3], 8, kind="correlated", n_samples=np.int64(8), rho=np.float32(1.0), seed=np.int64(3)
+    )
+    np.testing.assert_array_equal(a[0], b[0])
+    # rho = 1: k = q, so every sample score is q^T R_x q and at x = 0 the mean is |q|^2 / n
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((8, 8))
+    assert a[0][0] == pytest.approx(np.mean(np.sum(q * q, axis=1)), rel=1e-12)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        decay.monte_carlo_score([1], 4, kind=None)
+
+
+# ---------------------------------------------------------------------------------- windows
+@pytest.mark.parametrize(
+    "windows,match",
+    [
+        (object(), "windows must be a sequence"),
+        ("ab", "windows must be a sequence"),
+        ([(1, 2, 3)], r"windows\[0\] is"),
+        ([5], r"windows\[0\] is"),
+        ([(0, 10), (-1, 3)], r"windows\[1\] start must be an integer >= 0"),
+        ([(0, 2.5)], r"windows\[0\] end must be an integer"),
+        ([(0, 2**33)], r"windows\[0\] end must be an integer <= 4294967296"),
+        ([(0, 1 << 26), (0, 1 << 26), (0, 1)], r"distances of windows would have .*MAX_ELEMENTS"),
+        ([(0, 1)] * 4097, "windows must hold at most 4096 pairs"),
+    ],
+)
+def test_gap_rms_windows_are_checked_by_name(windows, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        decay.gap_rms(windows, 8)
+
+
+def test_gap_rms_accepts_numpy_integer_windows():
+    a = decay.gap_rms([(100, 200)], 8)
+    b = decay.gap_rms(np.array([[100, 200]], dtype=np.uint32), 8)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+
+
+# ---------------------------------------------------------------------------------- figure args
+@pytest.mark.parametrize(
+    "plot",
+    [
+        decay.plot_counterexamples,
+        decay.plot_ones_score,
+        decay.plot_sum_vs_integral,
+        decay.plot_roformer_bound,
+        decay.plot_monte_carlo,
+        decay.plot_diagonal_h,
+    ],
+)
+def test_figure_max_distance_is_bounded_by_name(plot):
+    with pytest.raises(ValueError, match=r"max_distance must be an integer <= 4194303"):
+        plot(max_distance=10**15)
+    if plot is not decay.plot_ones_score and plot is not decay.plot_monte_carlo:
+        with pytest.raises(ValueError, match=r"max_distance \+ 1 distances x d/2.*MAX_ELEMENTS"):
+            plot(d=1 << 16, max_distance=1 << 12)
+
+
+def test_figure_arguments_are_checked_by_name():
+    cases = [
+        (lambda: decay.plot_counterexamples(base="1e4"), TypeError, "base must be a real"),
+        (
+            lambda: decay.plot_monte_carlo(d=8, max_distance=16, step=17),
+            ValueError,
+            "step must be an integer <= 16",
+        ),
+        (lambda: decay.plot_ones_score(ds=object()), TypeError, "ds must be a sequence"),
+        (lambda: decay.plot_ones_score(ds="48"), TypeError, "ds must be a sequence"),
+        (lambda: decay.plot_ones_score(ds=[4, 7]), ValueError, r"ds\[1\] must be an even"),
+        (lambda: decay.plot_ones_score(ds=[4] * 17), ValueError, "ds must hold at most 16"),
+        (lambda: decay.plot_ones_score(ds=iter(int, 1)), ValueError, "ds must hold at most 16"),
+        (lambda: decay.plot_ones_score(ds=(8,), base=1e12), ValueError, "pass max_distance"),
+        (lambda: decay.plot_quarter_period(ds=object()), TypeError, "ds must be a sequence"),
+        (
+            lambda: decay.plot_schedules(schedules=object()),
+            TypeError,
+            "schedules must be a sequence",
+        ),
+        (lambda: decay.plot_schedules(schedules="t^2"), TypeError, "schedules must be a sequence"),
+        (lambda: decay.plot_schedules(schedules=()), ValueError, "schedules must hold at least"),
+        (
+            lambda: decay.plot_schedules(schedules=["t^2", "bogus"]),
+            ValueError,
+            r"schedules\[1\] must look like",
+        ),
+        (
+            lambda: decay.plot_schedules(n_points=10**15),
+            ValueError,
+            "n_points must be an integer <= 20000",
+        ),
+        (lambda: decay.plot_schedules(short_max=[1.0]), TypeError, "short_max must be a real"),
+        (
+            lambda: decay.plot_schedules(short_max=1e7),
+            ValueError,
+            "short_max must be a finite real",
+        ),
+        (
+            lambda: decay.plot_schedules(long_max=1e300),
+            ValueError,
+            "long_max must be a finite real",
+        ),
+        (
+            lambda: decay.plot_schedules(d=1 << 16, n_points=20_000),
+            ValueError,
+            r"20 \* n_points distances .*MAX_ELEMENTS",
+        ),
+        (lambda: decay.envelope_crossover(1e4, [2.0]), TypeError, "alpha must be a real"),
+    ]
+    for call, exc, match in cases:
+        with pytest.raises(exc, match=match):
+            call()
