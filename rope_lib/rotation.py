@@ -24,9 +24,12 @@ map in the ways real code does and measures their accuracy.  This module holds:
   :func:`linear_attention`;
 * figures: :func:`plot_rotation_2d`, :func:`plot_layout_mismatch`, :func:`plot_accuracy`.
 
-Positions are integers (``3.0`` is accepted, ``2.5`` is refused).  ``torch``, sympy and
-matplotlib are imported only by the functions that need them, so importing :mod:`rope_lib`
-stays fast.
+Every argument is checked by :mod:`rope_lib._validate`: positions are exact integers of
+magnitude at most ``MAX_POSITION`` = :math:`2^{32}` (``3.0`` and unsigned integers are
+accepted, ``2.5``, ``nan`` and ``2**64 - 1`` are refused), queries and keys are floating
+arrays or tensors with an even last axis, and results larger than ``MAX_ELEMENTS`` are
+refused before they are allocated.  ``torch``, sympy and matplotlib are imported only by
+the functions that need them, so importing :mod:`rope_lib` stays fast.
 """
 
 from __future__ import annotations
@@ -43,7 +46,20 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 from . import plotting
-from ._validate import check_base, check_dim, check_integer_array, check_positive_int
+from ._validate import (
+    MAX_POSITION,
+    _describe,
+    check_base,
+    check_choice,
+    check_dim,
+    check_elements,
+    check_flag,
+    check_integer_array,
+    check_positive_int,
+    check_real,
+    check_real_array,
+    check_seed,
+)
 from .frequencies import theta
 
 sp = lazy_import("sympy")
@@ -78,6 +94,14 @@ __all__ = [
 
 _LAYOUTS = ("interleaved", "half")
 
+#: Largest d of :func:`symbolic_rotation_matrix` (a d x d matrix of sympy expressions).
+_MAX_SYMBOLIC_DIM = 128
+#: Limits of :func:`time_rope_routes`: repeats, and repeats x the explicit route's work.
+_MAX_REPEATS = 1000
+_MAX_TIMING_WORK = 1 << 32
+#: Largest number of panels of :func:`plot_rotation_2d`.
+_MAX_PANELS = 12
+
 #: Ways of computing the cos/sin tables compared in chapter 5 (see :func:`cos_sin_tables`).
 RECIPES: tuple[str, ...] = ("rope_lib", "float32", "bfloat16_tables", "bfloat16_positions")
 
@@ -92,10 +116,8 @@ _RECIPE_LABELS = {
 # ----------------------------------------------------------------------------- helpers
 
 
-def _check_layout(layout: Any) -> str:
-    if not isinstance(layout, str) or layout not in _LAYOUTS:
-        raise ValueError(f"layout must be one of {_LAYOUTS}, got {layout!r}")
-    return layout
+def _check_layout(layout: Any, name: str = "layout") -> str:
+    return check_choice(layout, name, _LAYOUTS)
 
 
 def _is_torch(x: Any) -> bool:
@@ -111,15 +133,20 @@ def _pair_slices(d: int, layout: str) -> tuple[slice, slice]:
 
 
 def _positions(positions: Any, name: str = "positions") -> np.ndarray:
-    if _is_torch(positions):
-        positions = positions.detach().cpu().numpy()
     return check_integer_array(positions, name, ndim=1)
 
 
 def _scalar_position(m: Any, name: str = "m") -> int:
-    if _is_torch(m):
-        m = m.detach().cpu().numpy()
     return int(check_integer_array(m, name, ndim=0))
+
+
+def _check_tables(n_positions: int, d: int) -> None:
+    """Refuse cos/sin tables of shape (T, d/2) beyond MAX_ELEMENTS before computing them."""
+    check_elements(
+        n_positions * (d // 2),
+        f"the cos/sin tables of {n_positions} positions x d/2 = {d // 2} pairs",
+        "pass fewer positions or a smaller d",
+    )
 
 
 def _angles(positions: np.ndarray, d: int, base: float) -> np.ndarray:
@@ -128,11 +155,16 @@ def _angles(positions: np.ndarray, d: int, base: float) -> np.ndarray:
     int64 -> float64 is exact below 2**53 and the product is rounded once, so the angle
     carries a relative error of about 1e-16 (1e-9 rad at position 1e7).
     """
+    _check_tables(positions.size, d)
     return positions.astype(np.float64)[:, None] * theta(d, base)[None, :]
 
 
-def _check_x(x: Any, name: str = "x") -> tuple[Any, bool]:
-    """Validate a query/key array; return (array, is_torch)."""
+def _check_x(x: Any, name: str = "x", min_ndim: int = 2) -> tuple[Any, bool]:
+    """Validate a query/key array or tensor; return (array, is_torch).
+
+    Floating dtypes only: an integer input would be truncated on the way back, a boolean or
+    complex one has no meaning here.  At least ``min_ndim`` axes, an even last axis.
+    """
     if _is_torch(x):
         if x.is_complex() or not x.is_floating_point():
             raise TypeError(
@@ -141,20 +173,56 @@ def _check_x(x: Any, name: str = "x") -> tuple[Any, bool]:
             )
         arr, is_torch = x, True
     else:
-        arr = np.asarray(x)
-        if arr.dtype.kind not in "f":
+        try:
+            arr = np.asarray(x)
+        except (ValueError, TypeError) as error:  # ragged nested lists
+            raise TypeError(f"{name} must be a floating-point array, got {_describe(x)}") from error
+        if arr.dtype.kind != "f":
             raise TypeError(
                 f"{name} must be a floating-point array (float64, float32 or float16), "
-                f"got dtype {arr.dtype}"
+                f"got {_describe(x)} with dtype {arr.dtype}"
             )
         is_torch = False
-    if arr.ndim < 2:
+    if arr.ndim < min_ndim:
+        if min_ndim == 2:
+            raise ValueError(
+                f"{name} must have at least 2 axes (..., T, d): positions along axis -2 and "
+                f"the head dimension along axis -1, got shape {tuple(arr.shape)}"
+            )
         raise ValueError(
-            f"{name} must have at least 2 axes (..., T, d): positions along axis -2 and the "
-            f"head dimension along axis -1, got shape {tuple(arr.shape)}"
+            f"{name} must have at least {min_ndim} axes (..., d), got shape {tuple(arr.shape)}"
         )
     check_dim(int(arr.shape[-1]), name=f"{name}.shape[-1]")
     return arr, is_torch
+
+
+def _check_table_like(table: Any, name: str, x: Any, is_torch: bool) -> Any:
+    """Validate a cos or sin table that multiplies ``x`` elementwise (broadcasting)."""
+    kind = "torch tensor" if is_torch else "numpy array"
+    if is_torch != _is_torch(table):
+        raise TypeError(f"{name} must be a floating-point {kind}, like x, got {_describe(table)}")
+    if is_torch:
+        if table.is_complex() or not table.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got dtype {table.dtype}")
+    else:
+        try:
+            arr = np.asarray(table)
+        except (ValueError, TypeError):  # ragged nested lists
+            arr = np.asarray(None)
+        if arr.dtype.kind != "f":
+            raise TypeError(f"{name} must be a floating-point array, got {_describe(table)}")
+        table = arr
+    shape = tuple(table.shape)
+    try:
+        ok = np.broadcast_shapes(shape, tuple(x.shape)) == tuple(x.shape)
+    except ValueError:
+        ok = False
+    if not ok or not shape or shape[-1] != x.shape[-1]:
+        raise ValueError(
+            f"{name} must have shape (T, d) (or any shape that broadcasts to x's "
+            f"{tuple(x.shape)} with the same last axis), got {shape}"
+        )
+    return table
 
 
 def _check_positions_length(pos: np.ndarray, x: Any, name: str = "positions") -> None:
@@ -188,9 +256,11 @@ def rotation_matrix(
     Parameters
     ----------
     m : int
-        The position (any integer, negative allowed).
+        The position (any integer of magnitude at most ``MAX_POSITION`` = :math:`2^{32}`,
+        negative allowed).
     d : int
-        Head dimension; an even integer >= 2.
+        Head dimension; an even integer >= 2 with :math:`d^2` at most ``MAX_ELEMENTS``
+        (:math:`d \le 11584`).
     base : float
         The base :math:`b > 1`.
     layout : {"interleaved", "half"}
@@ -205,16 +275,26 @@ def rotation_matrix(
     d = check_dim(d)
     base = check_base(base)
     layout = _check_layout(layout)
-    angle = _angles(np.array([m]), d, base)[0]
+    return _rotation_stack(np.array([m], dtype=np.int64), d, base, layout)[0]
+
+
+def _rotation_stack(pos: np.ndarray, d: int, base: float, layout: str) -> np.ndarray:
+    """The matrices R_m for every m in ``pos``, shape (T, d, d), float64."""
+    check_elements(
+        pos.size * d * d,
+        f"the rotation matrices R_m, shape (T, d, d) = ({pos.size}, {d}, {d}),",
+        "use apply_rope, which never builds them, or a smaller d",
+    )
+    angle = _angles(pos, d, base)
     c, s = np.cos(angle), np.sin(angle)
     a, b = _pair_slices(d, layout)
     idx = np.arange(d)
     ia, ib = idx[a], idx[b]
-    R = np.zeros((d, d))
-    R[ia, ia] = c
-    R[ia, ib] = -s
-    R[ib, ia] = s
-    R[ib, ib] = c
+    R = np.zeros((pos.size, d, d))
+    R[:, ia, ia] = c
+    R[:, ia, ib] = -s
+    R[:, ib, ia] = s
+    R[:, ib, ib] = c
     return R
 
 
@@ -232,11 +312,11 @@ def symbolic_rotation_matrix(
     m : sympy expression or str
         The position (a str is made a real symbol).
     d : int
-        Head dimension; an even integer >= 2.
+        Head dimension; an even integer from 2 to 128 (``d**2`` sympy entries).
     layout : {"interleaved", "half"}
         Which coordinates form pair :math:`i`, as in :func:`rotation_matrix`.
     symbol : str
-        Stem of the frequency symbols.
+        Stem of the frequency symbols, a Python identifier.
 
     Returns
     -------
@@ -244,11 +324,23 @@ def symbolic_rotation_matrix(
         A ``d x d`` matrix.
     """
     d = check_dim(d)
+    if d > _MAX_SYMBOLIC_DIM:
+        raise ValueError(
+            f"d must be at most {_MAX_SYMBOLIC_DIM} for a symbolic matrix (d**2 sympy "
+            f"entries), got {d}; use rotation_matrix for numbers"
+        )
     layout = _check_layout(layout)
+    if not isinstance(symbol, str) or not symbol.isidentifier():
+        raise TypeError(
+            f"symbol must be a str that is a Python identifier (the stem of the frequency "
+            f"symbols, e.g. 'theta'), got {_describe(symbol)}"
+        )
     if isinstance(m, str):
+        if not m.strip():
+            raise ValueError("m must be a sympy expression or a non-empty str")
         m = sp.Symbol(m, real=True)
     if not isinstance(m, sp.Expr):
-        raise TypeError(f"m must be a sympy expression or a str, got {m!r}")
+        raise TypeError(f"m must be a sympy expression or a str, got {_describe(m)}")
     thetas = sp.symbols(f"{symbol}_0:{d // 2}", real=True)
     R = sp.zeros(d, d)
     for i, th in enumerate(thetas):
@@ -303,8 +395,8 @@ def apply_rope(x: Any, positions: Any, base: float = 10000.0, layout: str = "int
     ------
     ValueError
         ``x`` with fewer than 2 axes or an odd last axis; ``base <= 1``; positions that are
-        not whole, not finite, not 1-D, or whose length differs from ``x.shape[-2]``; an
-        unknown ``layout``.
+        not whole, not finite, beyond ``MAX_POSITION`` = :math:`2^{32}`, not 1-D, or whose
+        length differs from ``x.shape[-2]``; an unknown ``layout``.
     TypeError
         ``x`` of an integer, boolean or complex dtype.
     """
@@ -409,14 +501,15 @@ def apply_rope_matrix(
     numpy.ndarray
         float64 array of the shape of ``x``.
     """
-    if _is_torch(x):
-        x = x.detach().cpu().double().numpy()
-    arr, _ = _check_x(x)
+    arr, is_torch = _check_x(x)
+    if is_torch:
+        arr = arr.detach().cpu().double().numpy()
     arr = arr.astype(np.float64)
     pos = _positions(positions)
     _check_positions_length(pos, arr)
-    d = arr.shape[-1]
-    R = np.stack([rotation_matrix(int(m), d, base, layout) for m in pos])  # (T, d, d)
+    base = check_base(base)
+    layout = _check_layout(layout)
+    R = _rotation_stack(pos, arr.shape[-1], base, layout)  # (T, d, d)
     return np.einsum("tij,...tj->...ti", R, arr)
 
 
@@ -448,8 +541,11 @@ def llama_precompute_freqs_cis(d: int, end: int, base: float = 10000.0) -> Any:
     import torch
 
     d = check_dim(d)
-    end = check_positive_int(end, "end")
+    end = check_positive_int(
+        end, "end", maximum=MAX_POSITION, hint="positions beyond 2**32 are refused everywhere"
+    )
     base = check_base(base)
+    check_elements(end * (d // 2), f"freqs_cis of shape (end, d/2) = ({end}, {d // 2})")
     inv_freq = 1.0 / (base ** (torch.arange(0, d, 2)[: d // 2].float() / d))  # (d/2,)
     t = torch.arange(end, dtype=torch.float32)  # (end,)
     angles = torch.outer(t, inv_freq)  # (end, d/2), float32
@@ -469,7 +565,8 @@ def llama_apply_rotary_emb(xq: Any, xk: Any, freqs_cis: Any) -> tuple[Any, Any]:
     Parameters
     ----------
     xq, xk : torch.Tensor
-        Floating tensors of shape ``(batch, T, H, d)``.
+        Floating tensors of shape ``(batch, T, H, d)``; ``xk`` may have another number of
+        heads (grouped-query attention) but the same ``T`` and ``d``.
     freqs_cis : torch.Tensor
         Complex tensor of shape ``(T, d/2)``, e.g. :func:`llama_precompute_freqs_cis`.
 
@@ -477,24 +574,63 @@ def llama_apply_rotary_emb(xq: Any, xk: Any, freqs_cis: Any) -> tuple[Any, Any]:
     -------
     (torch.Tensor, torch.Tensor)
         The rotated queries and keys, in the input dtypes.
+
+    Raises
+    ------
+    TypeError
+        ``xq`` or ``xk`` not a floating torch tensor (integers are refused rather than
+        truncated on the way back); ``freqs_cis`` not a complex torch tensor.
+    ValueError
+        Wrong numbers of axes, an odd ``d``, or shapes that do not match.
     """
     import torch
 
     for name, t in (("xq", xq), ("xk", xk)):
-        if not isinstance(t, torch.Tensor) or t.ndim != 4:
-            raise ValueError(f"{name} must be a 4-D torch tensor (batch, T, H, d)")
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(
+                f"{name} must be a 4-D floating torch tensor (batch, T, H, d), got {_describe(t)}"
+            )
+        if t.is_complex() or not t.is_floating_point():
+            raise TypeError(
+                f"{name} must be a floating torch tensor (float64, float32, float16 or "
+                f"bfloat16), got dtype {t.dtype}"
+            )
+        if t.ndim != 4:
+            raise ValueError(
+                f"{name} must be a 4-D torch tensor (batch, T, H, d), got shape {tuple(t.shape)}"
+            )
         check_dim(int(t.shape[-1]), name=f"{name}.shape[-1]")
     T, half = xq.shape[1], xq.shape[-1] // 2
+    if xk.shape[1] != T or xk.shape[-1] != xq.shape[-1]:
+        raise ValueError(
+            f"xk must have the T and d of xq (axes 1 and 3): xq {tuple(xq.shape)}, "
+            f"xk {tuple(xk.shape)}"
+        )
+    if not isinstance(freqs_cis, torch.Tensor) or not freqs_cis.is_complex():
+        raise TypeError(
+            "freqs_cis must be a complex torch tensor of unit phasors e^{i t theta_i} "
+            f"(see llama_precompute_freqs_cis), got {_describe(freqs_cis)}"
+        )
     if tuple(freqs_cis.shape) != (T, half):
         raise ValueError(
             f"freqs_cis must have shape (T, d/2) = {(T, half)}, got {tuple(freqs_cis.shape)}"
         )
-    xq_c = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], half, 2))  # (batch, T, H, d/2)
-    xk_c = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], half, 2))
-    f = freqs_cis.view(1, T, 1, half)  # broadcast over batch and heads
-    xq_out = torch.view_as_real(xq_c * f).flatten(3)  # (batch, T, H, d/2, 2) -> (batch, T, H, d)
-    xk_out = torch.view_as_real(xk_c * f).flatten(3)
+    f = freqs_cis.reshape(1, T, 1, half)  # broadcast over batch and heads
+    xq_out = torch.view_as_real(_llama_complex(xq, half) * f).flatten(3)  # -> (batch, T, H, d)
+    xk_out = torch.view_as_real(_llama_complex(xk, half) * f).flatten(3)
     return xq_out.type_as(xq), xk_out.type_as(xk)
+
+
+def _llama_complex(x: Any, half: int) -> Any:
+    """``x`` of shape (..., d) as (..., d/2) complex numbers x_{2i} + i x_{2i+1} (a view)."""
+    import torch
+
+    xw = x.float()
+    pairs = xw.reshape(*xw.shape[:-1], half, 2)  # (batch, T, H, d/2, 2)
+    try:
+        return torch.view_as_complex(pairs)
+    except RuntimeError:  # strides view_as_complex cannot reinterpret: copy once
+        return torch.view_as_complex(pairs.clone(memory_format=torch.contiguous_format))
 
 
 def rotate_half(x: Any) -> Any:
@@ -503,15 +639,15 @@ def rotate_half(x: Any) -> Any:
     With :math:`x_1 = x_{0:d/2}` and :math:`x_2 = x_{d/2:d}` this is the "multiply by
     :math:`\mathrm i`" of the half layout, used by GPT-NeoX and Hugging Face:
     :math:`R_m x = x \odot \cos + \operatorname{rotate\_half}(x) \odot \sin`.
-    Works on numpy arrays and torch tensors of shape ``(..., d)``.
+    Works on floating numpy arrays and torch tensors of shape ``(..., d)``, ``d`` even
+    (differentiable for tensors).
     """
-    if _is_torch(x):
+    x, is_torch = _check_x(x, min_ndim=1)
+    h = x.shape[-1] // 2
+    if is_torch:
         import torch
 
-        h = x.shape[-1] // 2
         return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
-    x = np.asarray(x)
-    h = x.shape[-1] // 2
     return np.concatenate((-x[..., h:], x[..., :h]), axis=-1)
 
 
@@ -543,7 +679,13 @@ def apply_rotate_half(x: Any, cos: Any, sin: Any) -> Any:
     against ``x`` of shape ``(..., T, d)``.  Coordinate :math:`i < d/2` becomes
     :math:`x_i\cos m\theta_i - x_{i+d/2}\sin m\theta_i` and coordinate :math:`i + d/2`
     becomes :math:`x_{i+d/2}\cos m\theta_i + x_i\sin m\theta_i`.
+
+    ``x``, ``cos`` and ``sin`` are all floating numpy arrays or all floating torch tensors
+    (differentiable with respect to each of them); ``d`` is even.
     """
+    x, is_torch = _check_x(x, min_ndim=1)
+    cos = _check_table_like(cos, "cos", x, is_torch)
+    sin = _check_table_like(sin, "sin", x, is_torch)
     return x * cos + rotate_half(x) * sin
 
 
@@ -597,7 +739,26 @@ def permute_qk_weight(weight: Any, n_heads: int, to: str = "half") -> Any:
         The permuted weight, same type and shape.
     """
     n_heads = check_positive_int(n_heads, "n_heads")
-    to = _check_layout(to)
+    to = _check_layout(to, "to")
+    if _is_torch(weight):
+        if weight.is_complex() or weight.dtype == sys.modules["torch"].bool:
+            raise TypeError(f"weight must be a real tensor, got dtype {weight.dtype}")
+    else:
+        try:
+            arr = np.asarray(weight)
+        except (ValueError, TypeError) as error:  # ragged nested lists
+            raise TypeError(f"weight must be a real array, got {_describe(weight)}") from error
+        if arr.dtype.kind not in "fiu":
+            raise TypeError(
+                f"weight must be a real array (float or integer), got {_describe(weight)} "
+                f"with dtype {arr.dtype}"
+            )
+        weight = arr
+    if weight.ndim not in (1, 2):
+        raise ValueError(
+            f"weight must be 2-D (n_heads * d, d_model) or 1-D (n_heads * d,) for a bias, "
+            f"got shape {tuple(weight.shape)}"
+        )
     rows = int(weight.shape[0])
     if rows % n_heads:
         raise ValueError(f"weight.shape[0] = {rows} must be a multiple of n_heads = {n_heads}")
@@ -610,7 +771,7 @@ def permute_qk_weight(weight: Any, n_heads: int, to: str = "half") -> Any:
         import torch
 
         return weight[torch.from_numpy(index).to(weight.device)]
-    return np.asarray(weight)[index]
+    return weight[index]
 
 
 def qk_scores(
@@ -663,23 +824,39 @@ def qk_scores(
     n_kv = n_heads if n_kv_heads is None else check_positive_int(n_kv_heads, "n_kv_heads")
     if n_heads % n_kv:
         raise ValueError(f"n_kv_heads = {n_kv} must divide n_heads = {n_heads}")
-    x = np.asarray(x, dtype=np.float64)
-    W_q, W_k = np.asarray(W_q, dtype=np.float64), np.asarray(W_k, dtype=np.float64)
-    if x.ndim != 2 or W_q.ndim != 2 or W_k.ndim != 2:
-        raise ValueError("x, W_q and W_k must be 2-D: (T, d_model), (rows, d_model)")
+    x = check_real_array(x, "x", ndim=2)
+    W_q = check_real_array(W_q, "W_q", ndim=2)
+    W_k = check_real_array(W_k, "W_k", ndim=2)
+    T, d_model = x.shape
+    for name, W in (("W_q", W_q), ("W_k", W_k)):
+        if W.shape[1] != d_model:
+            raise ValueError(
+                f"{name} must have d_model = x.shape[1] = {d_model} columns, got shape {W.shape}"
+            )
     if W_q.shape[0] % n_heads:
         raise ValueError(f"W_q.shape[0] = {W_q.shape[0]} must be a multiple of n_heads")
     d = check_dim(W_q.shape[0] // n_heads, name="W_q.shape[0] // n_heads")
     if W_k.shape[0] != n_kv * d:
         raise ValueError(f"W_k must have n_kv_heads * d = {n_kv * d} rows, got {W_k.shape[0]}")
-    T = x.shape[0]
+    biases = []
+    for name, b, rows in (("b_q", b_q, n_heads * d), ("b_k", b_k, n_kv * d)):
+        if b is not None:
+            b = check_real_array(b, name, ndim=1)
+            if b.shape[0] != rows:
+                raise ValueError(f"{name} must have shape ({rows},), got {b.shape}")
+        biases.append(b)
+    pos = _positions(positions)
+    _check_positions_length(pos, x)
+    base = check_base(base)
+    layout = _check_layout(layout)
+    check_elements(n_heads * T * T, f"the scores of shape (n_heads, T, T) = ({n_heads}, {T}, {T})")
 
     def heads(W: np.ndarray, b: Any, count: int) -> np.ndarray:  # (count, T, d), rotated
-        y = x @ W.T + (0.0 if b is None else np.asarray(b, dtype=np.float64))
-        return apply_rope(y.reshape(T, count, d).transpose(1, 0, 2), positions, base, layout)
+        y = x @ W.T + (0.0 if b is None else b)
+        return apply_rope(y.reshape(T, count, d).transpose(1, 0, 2), pos, base, layout)
 
-    q = heads(W_q, b_q, n_heads)
-    k = np.repeat(heads(W_k, b_k, n_kv), n_heads // n_kv, axis=0)
+    q = heads(W_q, biases[0], n_heads)
+    k = np.repeat(heads(W_k, biases[1], n_kv), n_heads // n_kv, axis=0)
     return q @ k.transpose(0, 2, 1)
 
 
@@ -718,8 +895,8 @@ def cos_sin_tables(
     pos = _positions(positions)
     d = check_dim(d)
     base = check_base(base)
-    if recipe not in RECIPES + ("float64",):
-        raise ValueError(f"recipe must be one of {RECIPES + ('float64',)}, got {recipe!r}")
+    recipe = check_choice(recipe, "recipe", RECIPES + ("float64",))
+    _check_tables(pos.size, d)
     if recipe in ("float64", "rope_lib"):
         angle = _angles(pos, d, base)
         c, s = np.cos(angle), np.sin(angle)
@@ -791,10 +968,21 @@ def score_error(
     pos = _positions(positions)
     d = check_dim(d)
     base = check_base(base)
-    offset = check_positive_int(offset, "offset", minimum=0)
+    recipe = check_choice(recipe, "recipe", RECIPES)
+    offset = check_positive_int(
+        offset,
+        "offset",
+        minimum=0,
+        maximum=MAX_POSITION,
+        hint="MAX_POSITION, the largest position rope_lib accepts",
+    )
     n_vectors = check_positive_int(n_vectors, "n_vectors")
-    if recipe not in RECIPES:
-        raise ValueError(f"recipe must be one of {RECIPES}, got {recipe!r}")
+    seed = check_seed(seed)
+    check_elements(
+        n_vectors * pos.size * d,
+        f"the n_vectors = {n_vectors} random queries of shape (T, d) = ({pos.size}, {d})",
+        "lower n_vectors",
+    )
     key_pos = np.maximum(pos - offset, 0)
     rng = np.random.default_rng(seed)
     q = rng.standard_normal((n_vectors, pos.size, d)).astype(np.float32)
@@ -859,6 +1047,7 @@ def float32_angle_error(
     pos = _positions(positions)
     d = check_dim(d)
     base = check_base(base)
+    _check_tables(pos.size, d)
     if np.abs(pos).max(initial=0) >= 2**24:
         raise ValueError("positions must be below 2**24 in absolute value (exact in float32)")
     inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
@@ -878,14 +1067,21 @@ def elu_feature_map(x: Any) -> np.ndarray:
     .. math:: \psi(x) = x + 1 \ (x > 0),\qquad \psi(x) = e^{x} \ (x \le 0);
 
     positive everywhere, so the linear-attention denominator is positive.
+
+    ``x`` is any finite real array (or torch tensor, converted); the result is float64
+    numpy of the same shape.
     """
-    x = np.asarray(x, dtype=np.float64)
+    x = check_real_array(x, "x")
     return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
 
 
+def _as_numpy(x: Any) -> Any:
+    return x.detach().cpu().numpy() if _is_torch(x) else x
+
+
 def _linear_inputs(q: Any, k: Any, positions: Any, base: float, layout: str):
-    q, _ = _check_x(np.asarray(q), "q")
-    k, _ = _check_x(np.asarray(k), "k")
+    q, _ = _check_x(_as_numpy(q), "q")
+    k, _ = _check_x(_as_numpy(k), "k")
     if q.shape != k.shape:
         raise ValueError(f"q and k must have the same shape, got {q.shape} and {k.shape}")
     pos = _positions(positions)
@@ -916,6 +1112,13 @@ def linear_attention_weights(
     (numpy.ndarray, numpy.ndarray)
         ``N`` and ``D``, float64, shape ``(..., T, T)``.
     """
+    q, _ = _check_x(_as_numpy(q), "q")
+    T = q.shape[-2]
+    check_elements(
+        2 * (q.size // q.shape[-1]) * T,
+        f"the weight matrices of shape (..., T, T) with T = {T} (q of shape {q.shape})",
+        "use linear_attention, which never builds them",
+    )
     fq, fk, rq, rk = _linear_inputs(q, k, positions, base, layout)
     return rq @ np.swapaxes(rk, -1, -2), fq @ np.swapaxes(fk, -1, -2)
 
@@ -956,13 +1159,19 @@ def linear_attention(
     numpy.ndarray
         float64, shape ``(..., T, d_v)``.
     """
+    causal = check_flag(causal, "causal")
     fq, fk, rq, rk = _linear_inputs(q, k, positions, base, layout)
-    v = np.asarray(v, dtype=np.float64)
+    v = check_real_array(v, "v")
     if v.ndim < 2 or v.shape[:-1] != fq.shape[:-1]:
         raise ValueError(
             f"v must have shape (..., T, d_v) matching q's {fq.shape[:-1]}, got {v.shape}"
         )
     if causal:
+        check_elements(
+            fq.size * v.shape[-1],
+            f"the causal prefix sums of shape (..., T, d, d_v) = {fq.shape + v.shape[-1:]}",
+            "use causal=False, or fewer positions",
+        )
         kv = np.cumsum(rk[..., :, None] * v[..., None, :], axis=-3)  # (..., T, d, d_v)
         num = np.einsum("...td,...tde->...te", rq, kv)
         den = (fq * np.cumsum(fk, axis=-2)).sum(-1)
@@ -1023,9 +1232,9 @@ def time_rope_routes(
     r"""Median wall-clock time of each RoPE route, rotating a query and a key, in microseconds.
 
     A query and a key tensor of shape ``(batch, heads, T, d)``, float32 (positions
-    ``0 .. T-1``, base :math:`10^4`), are rotated ``repeats`` times by each route, the routes
-    taking turns so that they share the machine's state; the tables are built beforehand, as
-    a model builds them once per forward pass.  Routes:
+    ``0 .. T-1``, base :math:`10^4`, random entries from ``seed``), are rotated ``repeats``
+    times by each route, the routes taking turns so that they share the machine's state; the
+    tables are built beforehand, as a model builds them once per forward pass.  Routes:
 
     * ``"explicit matrix"``: :func:`apply_rope_matrix` (float64 numpy; builds the ``T``
       matrices, :math:`O(T d^2)`);
@@ -1040,6 +1249,9 @@ def time_rope_routes(
     torch runs on one thread during the measurement (the previous setting is restored).  The
     numbers are measurements on the machine that runs the call; nothing here asserts a time.
 
+    Limits: ``repeats <= 1000``, and ``repeats * batch * heads * T * d**2`` (the explicit
+    route's multiply-adds) at most :math:`2^{32}`; the defaults use about 5 % of that budget.
+
     Returns
     -------
     dict
@@ -1049,9 +1261,26 @@ def time_rope_routes(
 
     import torch
 
-    for name, value in (("batch", batch), ("heads", heads), ("T", T), ("repeats", repeats)):
+    batch, heads, T = (
         check_positive_int(value, name)
+        for name, value in (("batch", batch), ("heads", heads), ("T", T))
+    )
+    repeats = check_positive_int(
+        repeats, "repeats", maximum=_MAX_REPEATS, hint="medians need no more than a few dozen"
+    )
     d = check_dim(d)
+    seed = check_seed(seed)
+    check_elements(
+        2 * batch * heads * T * d,
+        f"the query and key tensors of shape (batch, heads, T, d) = ({batch}, {heads}, {T}, {d})",
+    )
+    check_elements(T * d * d, f"the explicit route's T = {T} matrices of shape (d, d) = ({d}, {d})")
+    work = repeats * batch * heads * T * d * d  # the explicit route's multiply-adds dominate
+    if work > _MAX_TIMING_WORK:
+        raise ValueError(
+            f"repeats * batch * heads * T * d * d = {work} multiply-adds of the explicit route "
+            f"exceed the timing budget of {_MAX_TIMING_WORK} (2**32); lower repeats or the shape"
+        )
     gen = torch.Generator().manual_seed(seed)
     q, k = torch.randn(2, batch, heads, T, d, generator=gen)
     q_l, k_l = q.transpose(1, 2), k.transpose(1, 2)  # LLaMA's (batch, T, heads, d) views
@@ -1116,19 +1345,20 @@ def plot_rotation_2d(
         Panel ``j`` holds four annotations (arrows) ending at ``q``, ``k``, ``R_m q``,
         ``R_n k``, in this order.
     """
-    q = np.asarray(q, dtype=np.float64)
-    k = np.asarray(k, dtype=np.float64)
-    if (
-        q.shape != (2,)
-        or k.shape != (2,)
-        or not (np.all(np.isfinite(q)) and np.all(np.isfinite(k)))
-    ):
-        raise ValueError("q and k must be finite 2-vectors")
-    if not np.isfinite(theta_2d):
-        raise ValueError(f"theta_2d must be finite, got {theta_2d!r}")
+    q = check_real_array(q, "q", ndim=1)
+    k = check_real_array(k, "k", ndim=1)
+    for name, vec in (("q", q), ("k", k)):
+        if vec.shape != (2,):
+            raise ValueError(f"{name} must be a finite 2-vector, got shape {vec.shape}")
+    if not (np.any(q) or np.any(k)):
+        raise ValueError("q and k must not both be zero (nothing to draw)")
+    theta_2d = check_real(theta_2d, "theta_2d")
     pairs = check_integer_array(positions, "positions", ndim=2)
-    if pairs.shape[1] != 2:
-        raise ValueError(f"positions must be a sequence of (m, n) pairs, got shape {pairs.shape}")
+    if pairs.shape[1] != 2 or not 1 <= pairs.shape[0] <= _MAX_PANELS:
+        raise ValueError(
+            f"positions must be a sequence of 1 to {_MAX_PANELS} (m, n) pairs (one panel "
+            f"each), got shape {pairs.shape}"
+        )
 
     def rot(a: float) -> np.ndarray:
         return np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
@@ -1194,7 +1424,18 @@ def plot_layout_mismatch(
     """
     d = check_dim(d)
     base = check_base(base)
-    max_distance = check_positive_int(max_distance, "max_distance")
+    max_distance = check_positive_int(
+        max_distance,
+        "max_distance",
+        maximum=MAX_POSITION,
+        hint="MAX_POSITION, the largest position rope_lib accepts",
+    )
+    seed = check_seed(seed)
+    check_elements(
+        (max_distance + 1) * d,
+        f"the rotated keys of shape (max_distance + 1, d) = ({max_distance + 1}, {d})",
+        "lower max_distance",
+    )
     rng = np.random.default_rng(seed)
     q = rng.standard_normal(d)
     k = q + 0.3 * rng.standard_normal(d)
@@ -1253,8 +1494,20 @@ def plot_accuracy(
     """
     d = check_dim(d)
     base = check_base(base)
-    max_position = check_positive_int(max_position, "max_position", minimum=10)
+    max_position = check_positive_int(
+        max_position,
+        "max_position",
+        minimum=10,
+        maximum=MAX_POSITION,
+        hint="MAX_POSITION, the largest position rope_lib accepts",
+    )
     num = check_positive_int(num, "num", minimum=2)
+    seed = check_seed(seed)
+    check_elements(
+        8 * num * d,
+        f"the score samples (8 vectors x num = {num} positions x d = {d})",
+        "lower num",
+    )
     positions = np.unique(np.round(np.logspace(0, np.log10(max_position), num)).astype(np.int64))
     fig, (ax_t, ax_s) = plotting.new_figure(ncols=2, width=9.5, height=3.9)
     for j, recipe in enumerate(RECIPES):

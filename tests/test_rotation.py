@@ -875,3 +875,121 @@ def test_other_bad_input():
         linear_attention(np.ones((3, 4)), np.ones((3, 4)), np.ones((3, 4)), np.arange(2))
     with pytest.raises(ValueError, match="positions"):
         rope_lib.plot_rotation_2d(positions=(1, 2))
+
+
+def test_teaching_routes_validate_their_arguments():
+    x = np.zeros((3, 8))
+    with pytest.raises(ValueError, match=r"x\.shape\[-1\]"):
+        rotate_half(np.zeros((3, 7)))
+    with pytest.raises(TypeError, match="x"):
+        rotate_half(np.arange(8))  # integers: negation of unsigned ones would wrap
+    with pytest.raises(TypeError, match="x"):
+        rotate_half(np.zeros(8, dtype=complex))
+    with pytest.raises(ValueError, match=r"x\.shape\[-1\]"):
+        apply_rotate_half(np.zeros((3, 7)), np.ones((3, 7)), np.zeros((3, 7)))
+    with pytest.raises(TypeError, match="x"):
+        apply_rotate_half(torch.zeros(3, 8, dtype=torch.int64), torch.ones(3, 8), torch.ones(3, 8))
+    with pytest.raises(TypeError, match="cos"):
+        apply_rotate_half(torch.zeros(3, 8), np.ones((3, 8)), torch.ones(3, 8))
+    with pytest.raises(ValueError, match="sin"):
+        apply_rotate_half(x, np.ones((3, 8)), np.zeros((3, 4)))
+    with pytest.raises(ValueError, match="cos"):
+        apply_rotate_half(x, np.ones((4, 8)), np.zeros((3, 8)))
+    # to="bogus" blames `to`, the argument the caller spelled
+    with pytest.raises(ValueError, match=r"^to must be one of"):
+        permute_qk_weight(np.zeros((16, 4)), 2, to="bogus")
+    with pytest.raises(TypeError, match="weight"):
+        permute_qk_weight(None, 2)
+    with pytest.raises(ValueError, match="weight"):
+        permute_qk_weight(np.zeros((2, 8, 4)), 2)
+    xq = torch.randn(1, 4, 2, 8)
+    freqs_cis = llama_precompute_freqs_cis(8, 4)
+    with pytest.raises(TypeError, match="freqs_cis"):
+        llama_apply_rotary_emb(xq, xq, freqs_cis.real.contiguous())  # real: refused
+    with pytest.raises(TypeError, match="xq"):
+        llama_apply_rotary_emb(xq.to(torch.int64), xq, freqs_cis)  # not truncated
+    with pytest.raises(ValueError, match="xk"):
+        llama_apply_rotary_emb(xq, xq[:, :3], freqs_cis)
+    with pytest.raises(TypeError, match="x"):
+        elu_feature_map(None)
+    q = np.ones((3, 4))
+    for flag in ("no", 0, 1, None):
+        with pytest.raises(TypeError, match="causal"):
+            linear_attention(q, q, np.ones((3, 2)), np.arange(3), causal=flag)
+    W = np.ones((8, 8))
+    with pytest.raises(ValueError, match="b_q"):
+        qk_scores(np.ones((3, 8)), W, W, 2, np.arange(3), b_q=np.ones(4))
+    with pytest.raises(ValueError, match="W_k"):
+        qk_scores(np.ones((3, 8)), W, np.ones((8, 5)), 2, np.arange(3))
+    with pytest.raises(TypeError, match="symbol"):
+        rope_lib.symbolic_rotation_matrix("m", 4, symbol="a:b")
+    with pytest.raises(TypeError, match="theta_2d"):
+        rope_lib.plot_rotation_2d(theta_2d=True)
+
+
+def test_teaching_routes_accept_gqa_keys_and_strided_views():
+    """xk with fewer heads than xq (GQA) and odd storage offsets still work, and agree with
+    apply_rope."""
+    base_q = torch.randn(1, 5, 3, 9)
+    xq, xk = base_q[..., 1:], torch.randn(1, 5, 1, 8)
+    q_out, k_out = llama_apply_rotary_emb(xq, xk, llama_precompute_freqs_cis(8, 5))
+    ours = apply_rope(xq.transpose(1, 2), np.arange(5)).transpose(1, 2)
+    assert (q_out - ours).abs().max().item() < 1e-6
+    assert k_out.shape == xk.shape
+
+
+def test_size_and_time_limits_are_checked_before_allocating():
+    with pytest.raises(ValueError, match="MAX_ELEMENTS"):
+        rotation_matrix(0, 2**16)  # 2**32 entries
+    with pytest.raises(ValueError, match="MAX_ELEMENTS"):
+        apply_rope_matrix(np.zeros((4096, 256)), np.arange(4096))  # 2**28 matrix entries
+    with pytest.raises(ValueError, match="positions"):
+        cos_sin_tables(np.arange(2**13), 2**16)  # 2**28 table entries
+    with pytest.raises(ValueError, match=r"\bd\b"):
+        rope_lib.symbolic_rotation_matrix("m", 256)
+    with pytest.raises(ValueError, match="end"):
+        llama_precompute_freqs_cis(8, 2**33)
+    with pytest.raises(ValueError, match="end"):
+        llama_precompute_freqs_cis(2**16, 2**13)
+    with pytest.raises(ValueError, match="n_vectors"):
+        score_error([0, 1], 8, n_vectors=10**12)
+    with pytest.raises(ValueError, match="offset"):
+        score_error([0, 1], 8, offset=2**40)
+    with pytest.raises(ValueError, match="repeats"):
+        time_rope_routes(repeats=10**6)
+    with pytest.raises(ValueError, match="repeats"):
+        time_rope_routes(T=2048, d=128, repeats=500)  # past the 2**32 work budget
+    with pytest.raises(ValueError, match="heads"):
+        time_rope_routes(heads=10**12)
+    with pytest.raises(ValueError, match="seed"):
+        time_rope_routes(seed=-1)
+    with pytest.raises(ValueError, match="max_distance"):
+        rope_lib.plot_layout_mismatch(d=8, max_distance=10**12)
+    with pytest.raises(ValueError, match="num"):
+        rope_lib.plot_accuracy(d=8, max_position=100, num=10**12)
+    with pytest.raises(ValueError, match="max_position"):
+        rope_lib.plot_accuracy(d=8, max_position=2**40)
+    with pytest.raises(ValueError, match="positions"):
+        rope_lib.plot_rotation_2d(positions=[(0, 1)] * 13)
+    q = np.ones((1, 4096, 256))
+    with pytest.raises(ValueError, match="causal"):
+        linear_attention(q, q, np.ones((1, 4096, 256)), np.arange(4096), causal=True)
+    with pytest.raises(ValueError, match="MAX_ELEMENTS"):
+        linear_attention_weights(np.ones((16, 4096, 4)), np.ones((16, 4096, 4)), np.arange(4096))
+
+
+def test_numeric_routes_do_not_load_sympy_or_matplotlib():
+    """rotation imports sympy and matplotlib lazily: the numeric routes never load them."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys, numpy as np, rope_lib\n"
+        "rope_lib.apply_rope(np.ones((3, 8)), [0, 1, 2], layout='half')\n"
+        "rope_lib.rotation_matrix(3, 8); rope_lib.cos_sin_tables([0, 1], 8)\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = {name.split(".")[0] for name in json.loads(out.stdout.splitlines()[-1])}
+    assert not loaded & {"sympy", "matplotlib", "mpmath"}
