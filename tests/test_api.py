@@ -394,6 +394,17 @@ CONTRACTS: dict[str, Contract] = {
 # Range violations that a kind's family does not cover, per function and argument.
 EXTRA_BAD: dict[tuple[str, str], list[Any]] = {
     ("monte_carlo_score", "rho"): [1.5, -1.5],
+    # real positions and shifts of the sinusoidal encodings: finite, within MAX_POSITION
+    ("sinusoidal", "positions"): [[0.0, 1e300]],
+    ("complex_encoding", "positions"): [[0.0, 1e300]],
+    ("cos_sin_encoding", "positions"): [[0.0, 1e300]],
+    ("gram_matrix", "m_positions"): [[0.0, 1e300]],
+    ("gram_matrix", "n_positions"): [[0.0, 1e300]],
+    ("diagonal_h_score", "m"): [[0.0, 1e300]],
+    ("diagonal_h_score", "n"): [[0.0, 1e300]],
+    ("diagonal_h_parts", "m"): [[0.0, 1e300]],
+    ("diagonal_h_parts", "n"): [[0.0, 1e300]],
+    ("shift_matrix", "k"): [1e300, 2.0**33],
     ("similarity_gap_monte_carlo", "confidence"): [0.0, 1.0, 1.5, "0.9"],
     ("similarity_gap_monte_carlo", "sigma"): [0.0, -1.0],
     ("similarity_gap_monte_carlo", "eps_scale"): [-1.0, "a"],
@@ -403,12 +414,28 @@ EXTRA_BAD: dict[tuple[str, str], list[Any]] = {
     ("random_positions", "scale"): [-1.0],
 }
 
+# The sinusoidal encodings are defined for every real position (module docstring of
+# rope_lib.sinusoidal: fractional positions are what position interpolation feeds in), so
+# they accept the fractional member of the positions family; every other member is refused.
+_FRACTIONAL_POSITIONS = BAD["positions"][0]  # [0, 1.5]
+_FRACTIONAL_SHIFT = BAD["position"][0]  # 2.5
+
 # Values of a kind's family that a function accepts on purpose, with the reason.
 ALLOWED: dict[tuple[str, str], list[Any]] = {
     # d=None means "one panel per schedule at every d" in plot_schedules
     ("plot_schedules", "d"): [None],
     # None selects the library's default for these optional arguments
-    ("gram_matrix", "n_positions"): [None],
+    ("gram_matrix", "n_positions"): [None, _FRACTIONAL_POSITIONS],
+    # real positions of the sinusoidal encodings (see _FRACTIONAL_POSITIONS above)
+    ("gram_matrix", "m_positions"): [_FRACTIONAL_POSITIONS],
+    ("sinusoidal", "positions"): [_FRACTIONAL_POSITIONS],
+    ("complex_encoding", "positions"): [_FRACTIONAL_POSITIONS],
+    ("cos_sin_encoding", "positions"): [_FRACTIONAL_POSITIONS],
+    ("diagonal_h_score", "m"): [_FRACTIONAL_POSITIONS],
+    ("diagonal_h_score", "n"): [_FRACTIONAL_POSITIONS],
+    ("diagonal_h_parts", "m"): [_FRACTIONAL_POSITIONS],
+    ("diagonal_h_parts", "n"): [_FRACTIONAL_POSITIONS],
+    ("shift_matrix", "k"): [_FRACTIONAL_SHIFT],
     ("qk_scores", "n_kv_heads"): [None],
     ("qk_scores", "b_q"): [None],
     ("qk_scores", "b_k"): [None],
