@@ -28,8 +28,10 @@ Every argument is checked by :mod:`rope_lib._validate`: positions are exact inte
 magnitude at most ``MAX_POSITION`` = :math:`2^{32}` (``3.0`` and unsigned integers are
 accepted, ``2.5``, ``nan`` and ``2**64 - 1`` are refused), queries and keys are floating
 arrays or tensors with an even last axis, and results larger than ``MAX_ELEMENTS`` are
-refused before they are allocated.  ``torch``, sympy and matplotlib are imported only by
-the functions that need them, so importing :mod:`rope_lib` stays fast.
+refused before they are allocated.  The torch routes (:func:`apply_rope` in both layouts,
+:func:`llama_apply_rotary_emb`, :func:`rotate_half`, :func:`apply_rotate_half`) are
+differentiable.  ``torch``, sympy and matplotlib are imported only by the functions that
+need them, so importing :mod:`rope_lib` stays fast.
 """
 
 from __future__ import annotations
@@ -373,6 +375,10 @@ def apply_rope(x: Any, positions: Any, base: float = 10000.0, layout: str = "int
     :math:`10^7` and bases up to :math:`10^9`; float16 and bfloat16 inputs are rotated in
     float32 and rounded once at the end.
 
+    Autograd: both layouts are differentiable with respect to a torch ``x``.  When ``x``
+    requires grad (with grad mode on) the half layout builds its result out of place;
+    otherwise it writes into one preallocated output.  The angles stay float64 either way.
+
     Parameters
     ----------
     x : numpy.ndarray or torch.Tensor
@@ -429,9 +435,12 @@ def _torch_tables(pos_bytes: bytes, d: int, base: float, dtype: Any, device: Any
     import torch
 
     cos, sin = _cos_sin_float64(pos_bytes, d, base)
-    c = torch.from_numpy(cos.copy()).to(device=device, dtype=dtype)
-    s = torch.from_numpy(sin.copy()).to(device=device, dtype=dtype)
-    return (torch.complex(c, s),) if layout == "interleaved" else (c, s)
+    # Normal tensors even when first asked for under torch.inference_mode: the cache must
+    # serve a later training step, and autograd refuses to save inference tensors.
+    with torch.inference_mode(False):
+        c = torch.from_numpy(cos.copy()).to(device=device, dtype=dtype)
+        s = torch.from_numpy(sin.copy()).to(device=device, dtype=dtype)
+        return (torch.complex(c, s),) if layout == "interleaved" else (c, s)
 
 
 def _apply_numpy(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, layout: str) -> np.ndarray:
@@ -463,8 +472,15 @@ def _apply_torch(x: Any, layout: str, pos_bytes: bytes, d: int, base: float) -> 
             xw = xw.clone()
         z = torch.view_as_complex(xw.view(*xw.shape[:-1], -1, 2))
         out = torch.view_as_real(z * tables[0]).view(xw.shape)
+    elif torch.is_grad_enabled() and xw.requires_grad:
+        # Autograd: out= and in-place updates are not differentiable, so build the two
+        # halves out of place (one more temporary per half).
+        c, s = tables
+        h = x.shape[-1] // 2
+        x1, x2 = xw[..., :h], xw[..., h:]
+        out = torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
     else:
-        # Four passes over half the tensor each, written in place into one output.
+        # Inference: four passes over half the tensor each, written in place into one output.
         c, s = tables
         h = x.shape[-1] // 2
         out = torch.empty_like(xw)
@@ -562,6 +578,11 @@ def llama_apply_rotary_emb(xq: Any, xk: Any, freqs_cis: Any) -> tuple[Any, Any]:
 
     .. math:: (x_{2i} + \mathrm i\, x_{2i+1})\, e^{\mathrm i m\theta_i}.
 
+    As in the LLaMA code, float32, float16 and bfloat16 inputs are rotated in float32
+    (``xq.float()``); float64 inputs are rotated in float64 (with a complex64 table the
+    product is promoted to complex128), so that ``torch.autograd.gradcheck`` can check the
+    route.  The route is differentiable with respect to ``xq``, ``xk`` and ``freqs_cis``.
+
     Parameters
     ----------
     xq, xk : torch.Tensor
@@ -625,7 +646,7 @@ def _llama_complex(x: Any, half: int) -> Any:
     """``x`` of shape (..., d) as (..., d/2) complex numbers x_{2i} + i x_{2i+1} (a view)."""
     import torch
 
-    xw = x.float()
+    xw = x.double() if x.dtype == torch.float64 else x.float()
     pairs = xw.reshape(*xw.shape[:-1], half, 2)  # (batch, T, H, d/2, 2)
     try:
         return torch.view_as_complex(pairs)
