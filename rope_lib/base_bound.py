@@ -76,14 +76,24 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from . import plotting
-from ._validate import check_base, check_dim, check_integer_array, check_positive_int
+from ._validate import (
+    check_base,
+    check_dim,
+    check_elements,
+    check_flag,
+    check_integer_array,
+    check_positive_int,
+    check_real,
+    check_real_array,
+    check_seed,
+)
 from .decay import ones_score
 from .frequencies import theta
 
@@ -147,15 +157,69 @@ _WINDOW = 12
 _TRACKED = 24
 _U_MAX = math.log(1e300)
 _CACHE = Path(__file__).with_name("data") / "min_base_table.json"
+#: The lengths of the shipped table (``min_base_table()``): the only call that writes the cache.
+_DEFAULT_LOG2_LENGTHS = tuple(range(10, 21))
+
+#: Largest context length L accepted by the searches and feasibility checks of this module
+#: (``min_base``, ``base_is_feasible``, ``grid_min_base``, ...). One full scan of all m < L
+#: holds about 4 L float64 values (128 MiB at this limit) and takes about 0.15 s at d = 128;
+#: the chapter's table stops at 2**20.
+MAX_CONTEXT_LENGTH = 1 << 22
+#: Largest ``limit`` of :func:`max_context` (its default): scanning 2**26 distances takes
+#: about a second at d = 128, in blocks of at most 2**21, so memory stays small.
+MAX_HORIZON_LIMIT = 1 << 26
+#: Default budget of the certified sweep of :func:`min_base` / :func:`min_base_search`:
+#: iterations (certified steps, full scans, uncertified leaps) made by one call. The
+#: chapter's whole table (L up to 2**20, d = 128) needs about 30,000 from scratch.
+DEFAULT_MAX_STEPS = 50_000
+#: Largest budget any ``max_steps`` keyword of this module accepts.
+MAX_STEPS = 10**8
 
 
 # --------------------------------------------------------------------------------------------
 # argument checks
 # --------------------------------------------------------------------------------------------
-def _check_length(context_length: Any) -> int:
-    if isinstance(context_length, float | np.floating) and not float(context_length).is_integer():
-        raise ValueError(f"context_length must be a positive integer, got {context_length!r}")
-    return check_positive_int(context_length, "context_length", minimum=1)
+def _check_length(context_length: Any, name: str = "context_length") -> int:
+    return check_positive_int(
+        context_length,
+        name,
+        minimum=1,
+        maximum=MAX_CONTEXT_LENGTH,
+        hint="rope_lib.base_bound.MAX_CONTEXT_LENGTH = 2**22 bounds the memory and time of "
+        "one scan of all distances m < L",
+    )
+
+
+def _check_steps(max_steps: Any) -> int:
+    return check_positive_int(
+        max_steps,
+        "max_steps",
+        minimum=1,
+        maximum=MAX_STEPS,
+        hint="rope_lib.base_bound.MAX_STEPS = 10**8 is the largest budget accepted",
+    )
+
+
+def _check_rows(rows: Any, name: str, keys: Sequence[str]) -> list[dict]:
+    """``rows`` as a list of dicts holding ``keys`` (rows of :func:`min_base_table`)."""
+    what = f"{name} must be a sequence of rows of min_base_table (dicts with keys {list(keys)})"
+    if isinstance(rows, str | bytes | dict) or not isinstance(rows, Sequence | np.ndarray):
+        raise TypeError(f"{what}, got {type(rows).__name__}")
+    out = list(rows)
+    for row in out:
+        if not isinstance(row, dict):
+            raise TypeError(f"{what}, got an entry of type {type(row).__name__}")
+        missing = [k for k in keys if k not in row]
+        if missing:
+            raise ValueError(f"{what}; a row lacks {missing}")
+    return out
+
+
+def _budget_error(what: str, max_steps: int) -> ValueError:
+    return ValueError(
+        f"{what} did not finish within max_steps = {max_steps}; pass a larger max_steps "
+        f"(at most {MAX_STEPS}) to let it run longer"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -302,8 +366,9 @@ def max_context(base: float, d: int = 128, *, limit: int = 1 << 26) -> int:
     d : int
         Head dimension, even, >= 2.
     limit : int
-        Largest distance examined; if :math:`B_m \ge 0` for every :math:`m < ` ``limit``, a
-        ``ValueError`` is raised rather than a wrong number returned.
+        Largest distance examined, at most :data:`MAX_HORIZON_LIMIT` = 2**26 (the default);
+        if :math:`B_m \ge 0` for every :math:`m <` ``limit``, a ``ValueError`` is raised
+        rather than a wrong number returned.
 
     Returns
     -------
@@ -312,7 +377,13 @@ def max_context(base: float, d: int = 128, *, limit: int = 1 << 26) -> int:
     """
     base = check_base(base)
     d = check_dim(d)
-    limit = check_positive_int(limit, "limit", minimum=2)
+    limit = check_positive_int(
+        limit,
+        "limit",
+        minimum=2,
+        maximum=MAX_HORIZON_LIMIT,
+        hint="rope_lib.base_bound.MAX_HORIZON_LIMIT = 2**26 bounds the scan",
+    )
     terms = _Terms(d, math.log(base))
     start, size = 0, 4096
     while start < limit:
@@ -325,16 +396,16 @@ def max_context(base: float, d: int = 128, *, limit: int = 1 << 26) -> int:
         start, size = stop, min(2 * size, 1 << 21)
     raise ValueError(
         f"B_m >= 0 for every m < limit = {limit} at base = {base:g}, d = {d}: the horizon "
-        "exceeds limit; pass a larger limit"
+        f"exceeds limit; pass a larger limit (at most MAX_HORIZON_LIMIT = {MAX_HORIZON_LIMIT})"
     )
 
 
 # --------------------------------------------------------------------------------------------
 # the certified sweep
 # --------------------------------------------------------------------------------------------
-@dataclass
+@dataclass(frozen=True)
 class BaseSearch:
-    """Result and evidence of :func:`min_base_search`.
+    """Result and evidence of :func:`min_base_search` (frozen: results are memoised and shared).
 
     Attributes
     ----------
@@ -345,7 +416,7 @@ class BaseSearch:
     start : float
         The proven lower bound the sweep started from (every base in ``[start, base)`` is
         infeasible, except inside ``gaps``).
-    gaps : list of (float, float)
+    gaps : tuple of (float, float)
         Uncertified intervals of bases, each of relative width <= 1e-9.
     n_steps, n_scans : int
         Certified steps taken and full scans of all m < L made, over the whole chain of
@@ -358,7 +429,7 @@ class BaseSearch:
     context_length: int
     d: int
     start: float
-    gaps: list[tuple[float, float]] = field(default_factory=list)
+    gaps: tuple[tuple[float, float], ...] = ()
     n_steps: int = 0
     n_scans: int = 0
     min_margin: float = 0.0
@@ -376,8 +447,16 @@ def _pick(m: np.ndarray, b: np.ndarray, db: np.ndarray, h: float) -> np.ndarray:
     return np.unique(m[keep])
 
 
-def _sweep(length: int, d: int, u: float) -> tuple[float, list, int, int, float]:
-    """Certified sweep upward from u (a proven lower bound) for context length ``length``."""
+class _OutOfSteps(Exception):
+    """The sweep used up its budget of iterations (turned into a ValueError by the caller)."""
+
+
+def _sweep(length: int, d: int, u: float, budget: list[int]) -> tuple[float, list, int, int, float]:
+    """Certified sweep upward from u (a proven lower bound) for context length ``length``.
+
+    ``budget[0]`` is the number of iterations left (shared along a chain of sweeps); each
+    iteration uses one, and :class:`_OutOfSteps` is raised when none is left.
+    """
     n = d // 2
     eps = _eps(length, n)
     window = np.arange(-_WINDOW, _WINDOW + 1)
@@ -386,6 +465,9 @@ def _sweep(length: int, d: int, u: float) -> tuple[float, list, int, int, float]
     n_steps = n_scans = 0
     h_ref = 0.0
     while True:
+        if budget[0] <= 0:
+            raise _OutOfSteps
+        budget[0] -= 1
         if u > _U_MAX:
             raise ValueError(f"no base below 1e300 satisfies the bound for L = {length}, d = {d}")
         terms = _Terms(d, u)
@@ -418,26 +500,38 @@ def _sweep(length: int, d: int, u: float) -> tuple[float, list, int, int, float]
         u += h_best * (1.0 - 1e-9)
 
 
-def min_base_search(context_length: int, d: int = 128) -> BaseSearch:
+def min_base_search(
+    context_length: int, d: int = 128, *, max_steps: int = DEFAULT_MAX_STEPS
+) -> BaseSearch:
     r"""The smallest feasible base for a context length, with the evidence of the search.
 
     Finds the smallest :math:`b` with :math:`B_m(b) \ge 0` for every integer
     :math:`0 \le m < L` by the certified sweep of the module docstring. The sweep for
     :math:`L` starts from the answer for the largest shorter length already computed (a proven
-    lower bound), going through the powers of two below :math:`L`; results are memoised.
+    lower bound), going through the powers of two below :math:`L`; results are memoised (and
+    frozen, so the memo cannot be changed through a returned result).
 
     Guarantee: ``result.base`` is feasible (verified), and every base in
     ``[result.start, result.base)`` is proven infeasible except inside ``result.gaps`` (each
-    of relative width <= 1e-9). ``result.start`` is 1 for a fresh chain.
+    of relative width <= 1e-9). ``result.start`` is 1 for a fresh chain. When the budget
+    ``max_steps`` runs out, a ``ValueError`` is raised instead of returning a base that
+    might not be the smallest.
 
     Parameters
     ----------
     context_length : int
-        :math:`L \ge 1`. For :math:`L \le 2` every base works (:math:`B_0 = d/2`,
-        :math:`B_1 > 0`) and the infimum 1.0 is returned.
+        :math:`1 \le L \le` :data:`MAX_CONTEXT_LENGTH` (2**22). For :math:`L \le 2` every
+        base works (:math:`B_0 = d/2`, :math:`B_1 > 0`) and the infimum 1.0 is returned.
     d : int
         Head dimension, even, >= 2. For ``d = 2`` no base works once :math:`L \ge 3`
         (:math:`B_2 = \cos 2 < 0`), and a ``ValueError`` says so.
+    max_steps : int
+        Budget: the most sweep iterations (certified steps, full scans of all m < L,
+        uncertified leaps) this call may make, over the whole chain of shorter lengths it
+        computes (memoised lengths cost nothing). Default :data:`DEFAULT_MAX_STEPS` = 50,000,
+        at most :data:`MAX_STEPS` = 10**8. The chapter's table (L up to 2**20, d = 128) needs
+        about 30,000 from scratch; small d is much harder (``min_base(512, 4)`` runs out of
+        the default budget, in about 8 s).
 
     Returns
     -------
@@ -445,6 +539,7 @@ def min_base_search(context_length: int, d: int = 128) -> BaseSearch:
     """
     length = _check_length(context_length)
     d = check_dim(d)
+    max_steps = _check_steps(max_steps)
     if length <= 2:
         return BaseSearch(base=1.0, context_length=length, d=d, start=1.0)
     if d == 2:
@@ -452,6 +547,16 @@ def min_base_search(context_length: int, d: int = 128) -> BaseSearch:
             "d = 2 has the single frequency theta_0 = 1 for every base, so B_2 = cos 2 < 0: "
             f"no base satisfies the bound for context_length = {length} >= 3"
         )
+    try:
+        return _search(length, d, [max_steps])
+    except _OutOfSteps:
+        raise _budget_error(
+            f"the certified sweep of min_base for context_length = {length}, d = {d}", max_steps
+        ) from None
+
+
+def _search(length: int, d: int, budget: list[int]) -> BaseSearch:
+    """min_base_search for checked arguments, L >= 3 and d >= 4, sharing ``budget``."""
     done = _SWEEPS.setdefault(d, {})
     if length in done:
         return done[length]
@@ -463,15 +568,15 @@ def min_base_search(context_length: int, d: int = 128) -> BaseSearch:
     # Go through the powers of two in between, so that every call shares one chain.
     p = 1 << (prev.context_length.bit_length())
     while p < length:
-        prev = min_base_search(p, d)
+        prev = _search(p, d, budget)
         p <<= 1
-    u, gaps, steps, scans, margin = _sweep(length, d, math.log(prev.base))
+    u, gaps, steps, scans, margin = _sweep(length, d, math.log(prev.base), budget)
     result = BaseSearch(
         base=math.exp(u),
         context_length=length,
         d=d,
         start=1.0,
-        gaps=prev.gaps + gaps,
+        gaps=tuple(prev.gaps) + tuple(gaps),
         n_steps=prev.n_steps + steps,
         n_scans=prev.n_scans + scans,
         min_margin=margin,
@@ -480,7 +585,7 @@ def min_base_search(context_length: int, d: int = 128) -> BaseSearch:
     return result
 
 
-def min_base(context_length: int, d: int = 128) -> float:
+def min_base(context_length: int, d: int = 128, *, max_steps: int = DEFAULT_MAX_STEPS) -> float:
     r"""The smallest RoPE base that keeps :math:`B_m \ge 0` for every distance below L.
 
     .. math:: b_{\min}(L) = \min\{\, b > 1 : \textstyle\sum_{i=0}^{d/2-1}\cos(m\,b^{-2i/d})
@@ -494,16 +599,19 @@ def min_base(context_length: int, d: int = 128) -> float:
     Parameters
     ----------
     context_length : int
-        :math:`L \ge 1` (distances :math:`0 \dots L-1`).
+        :math:`1 \le L \le` :data:`MAX_CONTEXT_LENGTH` = 2**22 (distances :math:`0 \dots L-1`).
     d : int
         Head dimension, even, >= 4 for :math:`L \ge 3`.
+    max_steps : int
+        Budget of the sweep, as in :func:`min_base_search` (default 50,000); when it runs
+        out a ``ValueError`` says so rather than a possibly wrong base being returned.
 
     Returns
     -------
     float
         The base (1.0, the infimum, when :math:`L \le 2`).
     """
-    return min_base_search(context_length, d).base
+    return min_base_search(context_length, d, max_steps=max_steps).base
 
 
 # --------------------------------------------------------------------------------------------
@@ -523,11 +631,11 @@ def _round2(value: float) -> float:
     return float(f"{value:.1e}")
 
 
-def _checks(k: int, base: float, d: int) -> dict:
+def _checks(k: int, base: float, d: int, max_steps: int) -> dict:
     """The comparison columns of the chapter's table for L = 2^k."""
     length = 1 << k
     out = {
-        "base_m_le_L": min_base(length + 1, d),
+        "base_m_le_L": min_base(length + 1, d, max_steps=max_steps),
         "round2": _round2(base),
         "round2_ok": max_context(_round2(base), d) >= length,
         "grid2": grid_min_base(length, d, exact=True),
@@ -541,7 +649,11 @@ def _checks(k: int, base: float, d: int) -> dict:
 
 
 def min_base_table(
-    log2_lengths: Sequence[int] = tuple(range(10, 21)), d: int = 128, *, use_cache: bool = True
+    log2_lengths: Sequence[int] = _DEFAULT_LOG2_LENGTHS,
+    d: int = 128,
+    *,
+    use_cache: bool = True,
+    max_steps: int = DEFAULT_MAX_STEPS,
 ) -> list[dict]:
     r"""The chapter's table: :func:`min_base` for :math:`L = 2^k` and the checks beside it.
 
@@ -556,25 +668,40 @@ def min_base_table(
 
     The sweep for the whole default table (:math:`L = 2^{10} \dots 2^{20}`, ``d = 128``) takes
     tens of seconds, so the rows are stored in ``rope_lib/data/min_base_table.json`` together
-    with a SHA-256 of this module, ``frequencies.py`` and ``_validate.py``. The cache is used
+    with a SHA-256 of this module, ``frequencies.py`` and ``_validate.py``. The cache is read
     only when that key and ``d`` match and every requested length is present; otherwise the
-    table is recomputed (and the file rewritten when it is writable).
+    rows are recomputed. The file is rewritten only by the default call (``d = 128`` and
+    exactly the default lengths, ``use_cache=True``) when it is stale, so no call with other
+    arguments can replace the shipped table.
 
     Parameters
     ----------
     log2_lengths : sequence of int
-        Exponents k, for context lengths :math:`L = 2^k` (1 <= k <= 30).
+        Exponents k, for context lengths :math:`L = 2^k` (1 <= k <= 21: the row for k needs
+        ``min_base(2**k + 1)``, within :data:`MAX_CONTEXT_LENGTH` = 2**22).
     d : int
         Head dimension.
     use_cache : bool
-        Read and write the JSON cache.
+        ``True`` or ``False`` (nothing else): read the JSON cache (and, for the default
+        table only, rewrite it when stale).
+    max_steps : int
+        Budget of each sweep, as in :func:`min_base_search`.
     """
     import time
 
     d = check_dim(d)
-    ks = [check_positive_int(k, "log2_lengths entries") for k in log2_lengths]
-    if any(k > 30 for k in ks):
-        raise ValueError("log2_lengths entries must be <= 30")
+    use_cache = check_flag(use_cache, "use_cache")
+    max_steps = _check_steps(max_steps)
+    if isinstance(log2_lengths, str) or not isinstance(log2_lengths, Sequence | np.ndarray):
+        raise TypeError(
+            f"log2_lengths must be a sequence of integers k (L = 2**k), got {log2_lengths!r}"
+        )
+    ks = [
+        check_positive_int(
+            k, "log2_lengths entries", maximum=21, hint="min_base(2**k + 1) must stay <= 2**22"
+        )
+        for k in log2_lengths
+    ]
     key = _source_key()
     cached: dict[str, dict] = {}
     if use_cache and _CACHE.exists():
@@ -591,7 +718,7 @@ def min_base_table(
         if str(k) in rows:
             continue
         t0 = time.perf_counter()
-        res = min_base_search(1 << k, d)
+        res = min_base_search(1 << k, d, max_steps=max_steps)
         rows[str(k)] = {
             "L": 1 << k,
             "base": res.base,
@@ -600,11 +727,12 @@ def min_base_table(
             "n_gaps": len(res.gaps),
             "seconds": time.perf_counter() - t0,
         }
-        rows[str(k)].update(_checks(k, res.base, d))
-    if use_cache:
+        rows[str(k)].update(_checks(k, res.base, d, max_steps))
+    if use_cache and d == 128 and sorted(set(ks)) == list(_DEFAULT_LOG2_LENGTHS):
+        shipped = {str(k): rows[str(k)] for k in _DEFAULT_LOG2_LENGTHS}
         try:
             _CACHE.parent.mkdir(exist_ok=True)
-            _CACHE.write_text(json.dumps({"key": key, "d": d, "rows": rows}, indent=1) + "\n")
+            _CACHE.write_text(json.dumps({"key": key, "d": d, "rows": shipped}, indent=1) + "\n")
         except OSError:
             pass
     return [rows[str(k)] for k in ks]
@@ -622,6 +750,7 @@ def brute_force_feasible(base: float, context_length: int, d: int = 128) -> bool
     :func:`grid_min_base`."""
     base = check_base(base)
     length = _check_length(context_length)
+    d = check_dim(d)
     freqs = theta(d, base)
     chunk = 4096
     for start in range(0, length, chunk):
@@ -638,6 +767,7 @@ def grid_min_base(
     start: float = 100.0,
     *,
     exact: bool = False,
+    max_steps: int = 100_000,
 ):
     r"""First base of a grid with ``digits`` significant digits that passes the brute force.
 
@@ -651,14 +781,22 @@ def grid_min_base(
 
     ``exact=True`` checks each grid base with :func:`base_is_feasible` (exact and much faster
     for long contexts) instead of the plain float64 brute force; the two differ only where
-    :math:`\min_m B_m` is within rounding of zero at a grid base."""
+    :math:`\min_m B_m` is within rounding of zero at a grid base.
+
+    ``digits`` is at most 15 (float64 holds 15 significant digits). ``max_steps`` (default
+    100,000, at most 10**8) bounds the number of grid bases checked; past it a
+    ``ValueError`` asks for a larger ``max_steps`` (the chapter's table needs under 1,000)."""
     length = _check_length(context_length)
     d = check_dim(d)
-    digits = check_positive_int(digits, "digits")
+    digits = check_positive_int(
+        digits, "digits", maximum=15, hint="float64 holds 15 significant digits"
+    )
     start = check_base(start, "start")
+    exact = check_flag(exact, "exact")
+    max_steps = _check_steps(max_steps)
     exponent = math.floor(math.log10(start)) - (digits - 1)
     mantissa = math.ceil(start / 10.0**exponent)
-    while True:
+    for _ in range(max_steps):
         if mantissa >= 10**digits:
             mantissa, exponent = 10 ** (digits - 1), exponent + 1
         base = mantissa * 10.0**exponent
@@ -668,6 +806,9 @@ def grid_min_base(
         if check(base, length, d):
             return float(f"{mantissa}e{exponent}")
         mantissa += 1
+    raise _budget_error(
+        f"grid_min_base for context_length = {length}, d = {d} (from start = {start:g})", max_steps
+    )
 
 
 def base_is_feasible(base: float, context_length: int, d: int = 128) -> bool:
@@ -697,20 +838,28 @@ def feasible_window_top(
     Returns the last feasible base :math:`b(1 + s)^k` before the first infeasible one, i.e.
     the top of the feasible window that contains ``base``, to within the relative step
     :math:`s` = ``rel_step`` (a window narrower than s further up may be skipped; the walk
-    only looks at its own grid). Raises ``ValueError`` if ``base`` itself is infeasible.
+    only looks at its own grid). Raises ``ValueError`` if ``base`` itself is infeasible, and
+    if the walk takes more than ``max_steps`` steps (default 10**6, at most 10**8).
     """
+    base = check_base(base)
     length = _check_length(context_length)
+    d = check_dim(d)
+    rel_step = check_real(rel_step, "rel_step", 0.0, 1.0, low_open=True, high_open=True)
+    max_steps = _check_steps(max_steps)
     if not base_is_feasible(base, length, d):
         raise ValueError(f"base = {base!r} is not feasible for L = {length}, d = {d}")
-    if not (isinstance(rel_step, float | int) and 0 < rel_step < 1):
-        raise ValueError(f"rel_step must lie in (0, 1), got {rel_step!r}")
-    top = float(base)
-    for _ in range(check_positive_int(max_steps, "max_steps")):
+    top = base
+    for _ in range(max_steps):
         nxt = top * (1.0 + rel_step)
+        if nxt > 1e300:
+            raise ValueError(f"every base from {base:g} to 1e300 is feasible on this walk")
         if not base_is_feasible(nxt, length, d):
             return top
         top = nxt
-    raise ValueError(f"still feasible after {max_steps} steps: the window is wider than that")
+    raise _budget_error(
+        f"feasible_window_top (still feasible after {max_steps} relative steps of {rel_step:g})",
+        max_steps,
+    )
 
 
 def _direct_margins(bases: np.ndarray, ms: np.ndarray, d: int, dtype: type) -> np.ndarray:
@@ -721,18 +870,25 @@ def _direct_margins(bases: np.ndarray, ms: np.ndarray, d: int, dtype: type) -> n
     return np.cos(angles).sum(axis=2, dtype=dtype)
 
 
-def _first_passing(bases: np.ndarray, length: int, margins, batch: int = 512) -> int:
+def _first_passing(
+    bases: np.ndarray, length: int, margins, batch: int = 512, budget: list[int] | None = None
+) -> int:
     """Index of the first base (in the given order) with margins >= 0 for every m < length.
 
     ``margins(bases, ms)`` returns the (bases x distances) array. A base is declared
     infeasible only on a negative value it was evaluated at: first at a few *witness*
     distances (those that failed for earlier bases; neighbouring bases of a fine grid
     usually fail at the same m), otherwise by a full scan of all m < length. Returns -1 if
-    no base passes.
+    no base passes. ``budget[0]``, if given, is the number of bases that may still be
+    examined (a batch uses one per base); :class:`_OutOfSteps` is raised when it runs out.
     """
     witnesses = np.empty(0, dtype=np.int64)
     for lo in range(0, bases.size, batch):
         chunk = bases[lo : lo + batch]
+        if budget is not None:
+            if budget[0] < chunk.size:
+                raise _OutOfSteps
+            budget[0] -= chunk.size
         alive = np.ones(chunk.size, dtype=bool)
         if witnesses.size:
             alive = margins(chunk, witnesses).min(axis=1) >= 0
@@ -764,6 +920,8 @@ def su_min_base(
     levels: int = 5,
     start_factor: float = 1000.0,
     dtype: type = np.float64,
+    *,
+    max_steps: int = 200_000,
 ) -> float:
     r"""Su's published coarse-to-fine search for the smallest base (Su 2024, archive 10122).
 
@@ -788,27 +946,52 @@ def su_min_base(
     d : int
         Head dimension.
     levels : int
-        Number of refinements (5 in Su's code).
+        Number of refinements (5 in Su's code), at most 7 (level k builds a grid of
+        :math:`10^k` bases).
     start_factor : float
-        :math:`B = ` ``start_factor`` :math:`\cdot L` at the start (1000).
+        :math:`B = ` ``start_factor`` :math:`\cdot L` at the start (1000); > 0, with
+        :math:`1 < B \le 10^{300}`.
     dtype : numpy float type
         ``np.float64`` (default) or ``np.float32``.
+    max_steps : int
+        Budget: the most grid bases examined over all levels (default 200,000, at most
+        10**8). Level k examines about :math:`10^k` bases, so the five levels of Su's code
+        need about 111,000; past the budget a ``ValueError`` asks for a larger one.
     """
     length = _check_length(context_length)
     d = check_dim(d)
-    levels = check_positive_int(levels, "levels")
+    levels = check_positive_int(
+        levels, "levels", maximum=7, hint="level k builds a grid of 10**k bases"
+    )
+    start_factor = check_real(start_factor, "start_factor", 0.0, low_open=True)
     if dtype not in (np.float64, np.float32):
         raise ValueError(f"dtype must be numpy.float64 or numpy.float32, got {dtype!r}")
-    top = float(start_factor) * length
+    dtype = np.float64 if np.dtype(dtype) == np.float64 else np.float32
+    max_steps = _check_steps(max_steps)
+    top = start_factor * length
+    if not 1.0 < top <= 1e300:
+        raise ValueError(
+            f"start_factor * context_length must lie in (1, 1e300] (the starting base B), got "
+            f"start_factor = {start_factor:g}, B = {top:g}"
+        )
 
     def margins(bases: np.ndarray, ms: np.ndarray) -> np.ndarray:
         return _direct_margins(bases, ms, d, dtype)
 
     if _first_passing(np.array([top]), length, margins) < 0:
-        raise ValueError(f"the starting point B = {top:g} is not feasible for L = {length}")
-    for k in range(1, levels + 1):
-        grid = np.linspace(0.0, 1.0, 10**k + 1)[1:] * top
-        top = float(grid[_first_passing(grid, length, margins)])  # grid[-1] = top passes
+        raise ValueError(
+            f"the starting point B = start_factor * L = {top:g} is not feasible for "
+            f"L = {length}: pass a larger start_factor"
+        )
+    budget = [max_steps]
+    try:
+        for k in range(1, levels + 1):
+            grid = np.linspace(0.0, 1.0, 10**k + 1)[1:] * top
+            # grid[-1] = top passes, so an index is always found
+            top = float(grid[_first_passing(grid, length, margins, budget=budget)])
+    except _OutOfSteps:
+        what = f"su_min_base for context_length = {length}, d = {d}"
+        raise _budget_error(what, max_steps) from None
     return top
 
 
@@ -830,7 +1013,8 @@ def published_summary(rows: Sequence[dict]) -> dict[str, Any]:
     * ``le_same``: the minimum under :math:`m \le L` equals the one under :math:`m < L`
       (relative difference below :math:`10^{-6}`).
     """
-    rows = list(rows)
+    keys = ("L", "base", "round2", "base_m_le_L", "grid2", "su", "su_ok", "paper", "paper_ok")
+    rows = _check_rows(rows, "rows", keys)
     out: dict[str, Any] = {
         "su_is_round2": [r["L"] for r in rows if r["su"] == r["round2"]],
         "su_bad": [r["L"] for r in rows if not r["su_ok"]],
@@ -854,10 +1038,19 @@ def html_table(header: Sequence[Any], body: Sequence[Sequence[Any]]) -> str:
     must have as many cells as the header.
     """
     pad = 'style="padding: 0.15em 0.4em; text-align: right"'
+    if isinstance(header, str) or not isinstance(header, Sequence):
+        raise TypeError(f"header must be a sequence of cells, got {type(header).__name__}")
+    if isinstance(body, str) or not isinstance(body, Sequence):
+        raise TypeError(f"body must be a sequence of rows, got {type(body).__name__}")
     width = len(header)
     for row in body:
+        if isinstance(row, str) or not isinstance(row, Sequence):
+            raise TypeError(f"every row of body must be a sequence of cells, got {row!r}")
         if len(row) != width:
-            raise ValueError(f"every row needs {width} cells, got {len(row)}: {row!r}")
+            raise ValueError(
+                f"every row of body needs {width} cells (as many as header), got {len(row)}: "
+                f"{row!r}"
+            )
 
     def cells(row: Sequence[Any], tag: str) -> str:
         return "".join(f"<{tag} {pad}>{c}</{tag}>" for c in row)
@@ -923,6 +1116,8 @@ def float32_min_base(
     inv_freq=None,
     rel_step: float = 1e-8,
     rel_span: float = 1e-5,
+    *,
+    max_steps: int = DEFAULT_MAX_STEPS,
 ) -> float:
     r"""The smallest base that passes :math:`\tilde B_m \ge 0` (float32, :func:`float32_margin`)
     for every :math:`m < L`, on a fine grid around the exact :func:`min_base` :math:`b^*`.
@@ -935,19 +1130,36 @@ def float32_min_base(
     Parameters
     ----------
     context_length, d : int
-        The problem (L at most 2**24).
+        The problem (L at most :data:`MAX_CONTEXT_LENGTH` = 2**22).
     inv_freq : callable, optional
         ``inv_freq(base) -> float32 array`` of the d/2 frequencies (a framework's recipe);
         default: float32 rounding of the float64 :math:`\theta_i`.
     rel_step, rel_span : float
-        Grid spacing and half-width, relative to :math:`b^*`.
+        Grid spacing and half-width, relative to :math:`b^*`: ``0 < rel_step <= rel_span
+        < 0.5``.
+    max_steps : int
+        Budget (default 50,000, at most 10**8): of the sweep of :func:`min_base`, and the
+        most grid points, :math:`2J + 1`; a larger grid is refused before any work.
     """
     length = _check_length(context_length)
     d = check_dim(d)
-    if not 0 < rel_step <= rel_span < 0.5:
-        raise ValueError("need 0 < rel_step <= rel_span < 0.5")
-    exact = min_base(length, d)
+    if inv_freq is not None and not callable(inv_freq):
+        raise TypeError(
+            "inv_freq must be None or a callable inv_freq(base) -> float32 array of the d/2 "
+            f"frequencies, got {type(inv_freq).__name__}"
+        )
+    rel_step = check_real(rel_step, "rel_step", 0.0, 0.5, low_open=True, high_open=True)
+    rel_span = check_real(rel_span, "rel_span", 0.0, 0.5, low_open=True, high_open=True)
+    if rel_step > rel_span:
+        raise ValueError(f"rel_step must be <= rel_span, got {rel_step:g} > {rel_span:g}")
+    max_steps = _check_steps(max_steps)
     n = int(round(rel_span / rel_step))
+    if 2 * n + 1 > max_steps:
+        raise ValueError(
+            f"the grid of rel_span / rel_step = {n} points each side exceeds max_steps = "
+            f"{max_steps}; pass a larger max_steps (at most {MAX_STEPS}) or a larger rel_step"
+        )
+    exact = min_base(length, d, max_steps=max_steps)
     grid = exact * (1.0 + rel_step * np.arange(-n, n + 1))
 
     def recipe(b: float):
@@ -1003,9 +1215,11 @@ def similarity_gap_expected(
         Means of q and k: a scalar (same value in every coordinate) or a length-d vector.
     """
     d = check_dim(d)
+    base = check_base(base)
     ms = check_integer_array(m, "m")
     sigma = _check_sigma(sigma)
     mu_q, mu_k = _mean(mean_q, d, "mean_q"), _mean(mean_k, d, "mean_k")
+    check_elements(ms.size * (d // 2), "the table of rotations, len(m) x d/2")
     freqs = theta(d, base)
     rot = np.exp(1j * np.multiply.outer(ms.astype(np.float64), freqs))
     # mu_q^T R_m v = Re sum_i conj(mu_q_i) v_i e^{i m theta_i} in the interleaved layout.
@@ -1062,20 +1276,16 @@ def symbolic_similarity_gap(d: int = 4) -> dict[str, Any]:
 
 
 def _check_sigma(sigma: Any) -> float:
-    if isinstance(sigma, bool) or not isinstance(sigma, int | float | np.floating | np.integer):
-        raise TypeError(f"sigma must be a positive real number, got {sigma!r}")
-    sigma = float(sigma)
-    if not np.isfinite(sigma) or sigma <= 0:
-        raise ValueError(f"sigma must be a finite positive number, got {sigma!r}")
-    return sigma
+    return check_real(sigma, "sigma", 0.0, low_open=True)
 
 
 def _mean(mean: Any, d: int, name: str) -> np.ndarray:
-    arr = np.asarray(mean, dtype=np.float64) if not isinstance(mean, str) else None
-    if arr is None or arr.ndim > 1 or (arr.ndim == 1 and arr.size != d):
-        raise ValueError(f"{name} must be a scalar or a vector of length d = {d}, got {mean!r}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite")
+    """A mean vector: a finite real scalar (every coordinate) or a length-d real vector."""
+    arr = check_real_array(mean, name)
+    if arr.ndim > 1 or (arr.ndim == 1 and arr.size != d):
+        raise ValueError(
+            f"{name} must be a scalar or a vector of length d = {d}, got shape {arr.shape}"
+        )
     return np.broadcast_to(arr, (d,)).astype(np.float64)
 
 
@@ -1111,14 +1321,22 @@ def similarity_gap_monte_carlo(
     from statistics import NormalDist
 
     d = check_dim(d)
+    base = check_base(base)
     ms = np.atleast_1d(check_integer_array(m, "m")).astype(np.float64)
     n_samples = check_positive_int(n_samples, "n_samples", minimum=2)
     sigma = _check_sigma(sigma)
     mu_q, mu_k = _mean(mean_q, d, "mean_q"), _mean(mean_k, d, "mean_k")
-    if isinstance(eps_scale, bool) or not np.isfinite(eps_scale) or eps_scale < 0:
-        raise ValueError(f"eps_scale must be a finite number >= 0, got {eps_scale!r}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
+    eps_scale = check_real(eps_scale, "eps_scale", 0.0)
+    confidence = check_real(confidence, "confidence", 0.0, 1.0, low_open=True, high_open=True)
+    seed = check_seed(seed)
+    hint = "pass a smaller n_samples"
+    check_elements(n_samples * d, f"the draws, n_samples x d = {n_samples} x {d}", hint)
+    check_elements(
+        n_samples * ms.size, f"the table n_samples x len(m) = {n_samples} x {ms.size}", hint
+    )
+    check_elements(ms.size * (d // 2), "the table of phases, len(m) x d/2")
+    if ms.size == 0:
+        return np.zeros(0), np.zeros(0)
     rng = np.random.default_rng(seed)
     q = mu_q + sigma * rng.standard_normal((n_samples, d))
     k = mu_k + sigma * rng.standard_normal((n_samples, d))
@@ -1139,15 +1357,16 @@ def plot_similarity_margin(d: int = 128, base: float = 10000.0, max_distance: in
     r"""Figure: :math:`B_m` against the distance m, with the horizon
     :func:`max_context` marked (the first m with :math:`B_m < 0`).
 
-    ``max_distance=None`` shows :math:`0 \le m \le 1.5\times` the horizon."""
+    ``max_distance=None`` shows :math:`0 \le m \le 1.5\times` the horizon (at most
+    :data:`MAX_CONTEXT_LENGTH` = 2**22, also the largest ``max_distance`` accepted)."""
     d = check_dim(d)
     base = check_base(base)
+    if max_distance is not None:
+        max_distance = check_positive_int(
+            max_distance, "max_distance", maximum=MAX_CONTEXT_LENGTH, hint="a figure needs fewer"
+        )
     horizon = max_context(base, d)
-    top = (
-        int(1.5 * horizon) + 1
-        if max_distance is None
-        else check_positive_int(max_distance, "max_distance")
-    )
+    top = min(int(1.5 * horizon) + 1, MAX_CONTEXT_LENGTH) if max_distance is None else max_distance
     m = np.arange(top + 1)
     fig, ax = plotting.new_figure()
     ax.plot(m, similarity_margin(m, d, base), lw=0.8, label="$B_m$", **plotting.line_style(0))
@@ -1181,9 +1400,25 @@ def plot_monte_carlo_gap(
     :math:`\varepsilon \sim \mathcal N(0, 2^2 I)`, on top of :math:`B_m`. Right: unequal
     means ``mean_q``, ``mean_k`` (``None``: fixed standard normal vectors drawn from
     ``default_rng(seed + 10)``); Monte Carlo against the closed form of
-    :func:`similarity_gap_expected`, and :math:`B_m` for comparison."""
+    :func:`similarity_gap_expected`, and :math:`B_m` for comparison. ``max_distance`` is at
+    most 2**16 and ``n_samples x (max_distance + 1)`` at most ``MAX_ELEMENTS``."""
     d = check_dim(d)
-    m = np.arange(check_positive_int(max_distance, "max_distance") + 1)
+    base = check_base(base)
+    max_distance = check_positive_int(
+        max_distance, "max_distance", maximum=1 << 16, hint="a figure of error bars needs fewer"
+    )
+    m = np.arange(max_distance + 1)
+    n_samples = check_positive_int(n_samples, "n_samples", minimum=2)
+    check_elements(
+        n_samples * max(d, m.size),
+        f"the Monte Carlo table of n_samples = {n_samples} draws",
+        "pass a smaller n_samples",
+    )
+    seed = check_seed(seed)
+    if mean_q is not None:
+        mean_q = _mean(mean_q, d, "mean_q")
+    if mean_k is not None:
+        mean_k = _mean(mean_k, d, "mean_k")
     rng = np.random.default_rng(seed + 10)
     mu_q = rng.standard_normal(d) if mean_q is None else _mean(mean_q, d, "mean_q")
     mu_k = rng.standard_normal(d) if mean_k is None else _mean(mean_k, d, "mean_k")
@@ -1243,18 +1478,27 @@ def plot_horizon_vs_base(
     horizontal lines at the context lengths ``lengths`` and :func:`min_base` of each marked.
 
     A base is feasible for L when the curve is at or above the line at L; the curve is not
-    monotone, so the feasible set is a union of windows."""
+    monotone, so the feasible set is a union of windows. ``n_bases`` is at most 10**5 (one
+    :func:`max_context` scan per base)."""
     d = check_dim(d)
+    if isinstance(base_range, str) or not isinstance(base_range, Sequence | np.ndarray):
+        raise TypeError(f"base_range must be a pair (low, high) of bases, got {base_range!r}")
+    if len(base_range) != 2:
+        raise ValueError(f"base_range must be a pair (low, high) of bases, got {base_range!r}")
     lo, hi = (check_base(b, "base_range") for b in base_range)
     if not lo < hi:
         raise ValueError(f"base_range must be increasing, got {base_range!r}")
-    n_bases = check_positive_int(n_bases, "n_bases", minimum=2)
+    n_bases = check_positive_int(
+        n_bases, "n_bases", minimum=2, maximum=10**5, hint="one max_context scan per base"
+    )
+    if isinstance(lengths, str) or not isinstance(lengths, Sequence | np.ndarray):
+        raise TypeError(f"lengths must be a sequence of context lengths, got {lengths!r}")
+    lengths = [_check_length(length, "lengths") for length in lengths]
     bases = np.geomspace(lo, hi, n_bases)
     horizons = np.array([max_context(float(b), d) for b in bases])
     fig, ax = plotting.new_figure(width=7.5, height=4.0)
     ax.plot(bases, horizons, lw=0.8, label="max_context(base)", **plotting.line_style(0))
     for j, length in enumerate(lengths):
-        length = check_positive_int(length, "lengths")
         style = plotting.line_style(j + 1)
         ax.axhline(length, lw=1.0, color=style["color"], linestyle="--", label=f"L = {length}")
         b_min = min_base(length, d)
@@ -1281,7 +1525,8 @@ def plot_min_base_table(rows: Sequence[dict] | None = None, d: int = 128):
     r"""Figure: :func:`min_base` against L (log axes) with the published values of
     :data:`PUBLISHED_MIN_BASE`; published values that fail :math:`B_m \ge 0` for some
     :math:`m < L` are drawn as crosses."""
-    rows = list(rows) if rows is not None else min_base_table(d=d)
+    d = check_dim(d)
+    rows = _check_rows(rows, "rows", ("L", "base")) if rows is not None else min_base_table(d=d)
     lengths = np.array([r["L"] for r in rows])
     ours = np.array([r["base"] for r in rows])
     fig, ax = plotting.new_figure(width=7.0, height=4.2)

@@ -24,7 +24,6 @@ YaRN and of Llama 3.1); where a paper writes a formula differently the docstring
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +33,17 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 from . import plotting
-from ._validate import check_base, check_dim, check_integer_array, check_positive_int
+from ._validate import (
+    MAX_POSITION,
+    check_base,
+    check_choice,
+    check_dim,
+    check_elements,
+    check_flag,
+    check_integer_array,
+    check_positive_int,
+    check_real,
+)
 from .decay import exp_sum
 from .frequencies import theta
 
@@ -64,28 +73,36 @@ _PARAMS: dict[str, dict[str, Any]] = {
 #: ``original_context`` used by ``"llama3"`` when none is given (Llama 3's 8192).
 LLAMA3_ORIGINAL_CONTEXT = 8192
 
+#: Largest ``limit`` of :func:`scaled_horizon`: 2**26 distances, about ten seconds at d = 128.
+MAX_HORIZON_LIMIT = 1 << 26
+#: Largest ``max_distance`` of :func:`plot_margins` (a table of d/2 x 2**22 phases at most).
+MAX_PLOT_DISTANCE = 1 << 22
+
 
 # --------------------------------------------------------------------------------------------
 # argument checks
 # --------------------------------------------------------------------------------------------
-def _check_method(method: Any) -> str:
-    if not isinstance(method, str) or method not in EXTENSION_METHODS:
-        raise ValueError(f"method must be one of {list(EXTENSION_METHODS)}, got {method!r}")
-    return method
-
-
-def _check_real(value: Any, name: str, minimum: float, strict: bool, what: str) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be {what}, got {value!r} of type {type(value).__name__}")
-    out = float(value)
-    if not math.isfinite(out) or (out <= minimum if strict else out < minimum):
-        raise ValueError(f"{name} must be {what}, got {value!r}")
-    return out
+def _check_method(method: Any, name: str = "method") -> str:
+    return check_choice(method, name, EXTENSION_METHODS)
 
 
 def _check_factor(factor: Any) -> float:
-    what = "a finite real number >= 1 (the scale factor s)"
-    return _check_real(factor, "factor", 1.0, False, what)
+    """The scale factor s = target context / training context: every method needs s >= 1
+    (s < 1 would shorten the context; YaRN's attention factor 0.1 ln s + 1 assumes s >= 1)."""
+    return check_real(factor, "factor", 1.0)
+
+
+def _check_context(original_context: Any, name: str = "original_context") -> int:
+    return check_positive_int(
+        original_context,
+        name,
+        maximum=MAX_POSITION,
+        hint="a training context is a number of positions, at most MAX_POSITION = 2**32",
+    )
+
+
+def _positive(value: Any, name: str) -> float:
+    return check_real(value, name, 0.0, low_open=True)
 
 
 def _check_params(method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -246,7 +263,7 @@ def scaled_theta(
     s = _check_factor(factor)
     p = _check_params(method, params)
     if original_context is not None:
-        original_context = check_positive_int(original_context, "original_context")
+        original_context = _check_context(original_context)
     elif method == "llama3":
         original_context = LLAMA3_ORIGINAL_CONTEXT
     elif method in ("dynamic", "yarn"):
@@ -269,29 +286,27 @@ def scaled_theta(
                     "seq_len (the current sequence length, an integer >= 1) is required by "
                     "method 'dynamic'"
                 )
-            seq_len = check_positive_int(p["seq_len"], "seq_len")
+            seq_len = _check_context(p["seq_len"], "seq_len")
             s = s * max(seq_len, original_context) / original_context - (s - 1.0)
         # b' = b s^{d/(d-2)}, computed in logs: theta_i' = exp(-(2i/d) (ln b + d/(d-2) ln s))
         log_base = math.log(base) + d / (d - 2) * math.log(s)
         i = np.arange(d // 2, dtype=np.float64)
         return np.exp(-(2.0 * i / d) * log_base), 1.0
     if method == "yarn":
-        beta_fast = _check_real(p["beta_fast"], "beta_fast", 0.0, True, "a finite real number > 0")
-        beta_slow = _check_real(p["beta_slow"], "beta_slow", 0.0, True, "a finite real number > 0")
+        beta_fast = _positive(p["beta_fast"], "beta_fast")
+        beta_slow = _positive(p["beta_slow"], "beta_slow")
         if beta_fast <= beta_slow:
             raise ValueError(
                 f"beta_fast must be larger than beta_slow (full turns over the training context "
                 f"above which a pair is kept, below which it is interpolated), got "
                 f"{beta_fast} <= {beta_slow}"
             )
-        if not isinstance(p["truncate"], (bool, np.bool_)):
-            raise TypeError(f"truncate must be True or False, got {p['truncate']!r}")
-        gamma = _yarn_ramp(d, base, original_context, beta_fast, beta_slow, bool(p["truncate"]))
+        truncate = check_flag(p["truncate"], "truncate")
+        gamma = _yarn_ramp(d, base, original_context, beta_fast, beta_slow, truncate)
         return (1.0 - gamma) * th / s + gamma * th, yarn_attention_factor(s)
     # llama3
-    positive = "a finite real number > 0"
-    low = _check_real(p["low_freq_factor"], "low_freq_factor", 0.0, True, positive)
-    high = _check_real(p["high_freq_factor"], "high_freq_factor", 0.0, True, positive)
+    low = _positive(p["low_freq_factor"], "low_freq_factor")
+    high = _positive(p["high_freq_factor"], "high_freq_factor")
     if high <= low:
         raise ValueError(
             f"high_freq_factor must be larger than low_freq_factor, got {high} <= {low}"
@@ -363,14 +378,21 @@ def scaled_horizon(
     d, base, method, factor, original_context, **params
         As in :func:`scaled_theta`.
     limit : int
-        Search :math:`0 \le m <` ``limit`` (default :math:`10^7`).
+        Search :math:`0 \le m <` ``limit`` (default :math:`10^7`, at most
+        :data:`MAX_HORIZON_LIMIT` = 2**26, about ten seconds at d = 128).
 
     Returns
     -------
     int or None
-        The first :math:`m` with :math:`B_m' < 0`, or ``None`` if there is none below ``limit``.
+        The first :math:`m` with :math:`B_m' < 0`, or ``None`` if there is none below ``limit``
+        (pass a larger ``limit`` to search further).
     """
-    limit = check_positive_int(limit, "limit")
+    limit = check_positive_int(
+        limit,
+        "limit",
+        maximum=MAX_HORIZON_LIMIT,
+        hint="rope_lib.context_extension.MAX_HORIZON_LIMIT = 2**26 bounds the scan",
+    )
     th, _ = scaled_theta(d, base, method, factor, original_context, **params)
     chunk = 1 << 17
     for start in range(0, limit, chunk):
@@ -394,12 +416,18 @@ _LABELS = {
 }
 
 
-def _check_methods(methods: Sequence[str]) -> list[str]:
-    if isinstance(methods, str) or len(methods) == 0:
-        raise ValueError(
-            f"methods must be a non-empty sequence of names from {list(EXTENSION_METHODS)}"
-        )
-    return [_check_method(m) for m in methods]
+def _check_methods(methods: Any) -> list[str]:
+    what = f"methods must be a non-empty sequence of names from {list(EXTENSION_METHODS)}"
+    if isinstance(methods, str) or not isinstance(methods, Sequence | np.ndarray):
+        raise TypeError(f"{what}, got {methods!r}")
+    if len(methods) == 0:
+        raise ValueError(f"{what}, got an empty sequence")
+    return [_check_method(m, "methods entries") for m in methods]
+
+
+def _check_figure(d: Any, base: Any, factor: Any, original_context: Any) -> tuple:
+    """The arguments shared by the figures, checked before anything is computed."""
+    return check_dim(d), check_base(base), _check_factor(factor), _check_context(original_context)
 
 
 def plot_wavelengths(
@@ -415,10 +443,12 @@ def plot_wavelengths(
 
     ``"dynamic"`` is drawn at ``seq_len = factor * original_context``.
     """
+    d, base, factor, original_context = _check_figure(d, base, factor, original_context)
     methods = _check_methods(methods)
-    original_context = check_positive_int(original_context, "original_context")
+    if "dynamic" in methods:
+        _check_context(int(round(factor * original_context)), "factor * original_context")
     fig, ax = plotting.new_figure(width=7.2, height=4.2)
-    i = np.arange(check_dim(d) // 2)
+    i = np.arange(d // 2)
     for k, method in enumerate(methods):
         extra = {"seq_len": int(round(factor * original_context))} if method == "dynamic" else {}
         th, _ = scaled_theta(d, base, method, factor, original_context, **extra)
@@ -458,12 +488,24 @@ def plot_margins(
     :math:`B_m'` itself oscillates too fast to read; its running minimum crosses zero
     exactly at the horizon. The curve is drawn at ``n_points`` distances spaced evenly on
     the log axis (exact running minima at those distances). ``"dynamic"`` uses
-    ``seq_len = s L``.
+    ``seq_len = s L``. ``max_distance`` is at most :data:`MAX_PLOT_DISTANCE` = 2**22 (and
+    ``max_distance * d / 2`` at most ``MAX_ELEMENTS``), ``n_points`` at most 10**5.
     """
+    d, base, factor, original_context = _check_figure(d, base, factor, original_context)
     methods = _check_methods(methods)
-    original_context = check_positive_int(original_context, "original_context")
-    max_distance = check_positive_int(max_distance, "max_distance")
-    n_points = check_positive_int(n_points, "n_points", minimum=2)
+    if "dynamic" in methods:
+        _check_context(int(round(factor * original_context)), "factor * original_context")
+    max_distance = check_positive_int(
+        max_distance, "max_distance", maximum=MAX_PLOT_DISTANCE, hint="a figure needs fewer"
+    )
+    check_elements(
+        (max_distance + 1) * (d // 2),
+        f"the phases of max_distance = {max_distance} distances x d/2 frequencies",
+        "pass a smaller max_distance",
+    )
+    n_points = check_positive_int(
+        n_points, "n_points", minimum=2, maximum=10**5, hint="a figure needs fewer"
+    )
     m = np.arange(max_distance + 1)
     shown = np.unique(np.geomspace(1, max_distance, n_points).astype(np.int64))
     fig, ax = plotting.new_figure(width=7.2, height=4.0)
