@@ -486,3 +486,116 @@ def test_html_table():
     assert parser.rows == [["a", "b"], ["1", "no"], ["x", "2.5"]]
     with pytest.raises(ValueError, match="cells"):
         bb.html_table(["a", "b"], [[1]])
+
+
+# ------------------------------------------------------------------------------------------
+# frozen results, the cache file, budgets and size limits
+# ------------------------------------------------------------------------------------------
+def test_memoised_result_cannot_be_changed():
+    import dataclasses
+
+    r = bb.min_base_search(64, 8)
+    base, gaps = r.base, r.gaps
+    assert brute_horizon(base, 8, 64) is None  # feasible, by the direct sums written here
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.base = 12345.0
+    with pytest.raises(AttributeError):
+        r.gaps.append((1.0, 2.0))
+    assert isinstance(r.gaps, tuple)
+    assert bb.min_base(64, 8) == base
+    assert bb.min_base_search(64, 8).gaps == gaps
+
+
+@pytest.mark.parametrize("flag", ["no", "", 0, 1, None, 2.0])
+def test_use_cache_must_be_a_bool_and_the_shipped_table_is_not_rewritten(flag):
+    before = bb._CACHE.read_bytes()
+    with pytest.raises(TypeError, match="use_cache"):
+        bb.min_base_table((4,), 8, use_cache=flag)
+    # Non-default calls read the cache at most; they never write it.
+    bb.min_base_table((4, 5), 8, use_cache=True)
+    bb.min_base_table((10,), 128, use_cache=True)
+    bb.min_base_table((10, 11), 128, use_cache=False)
+    assert bb._CACHE.read_bytes() == before
+
+
+def test_limits_are_refused_quickly_by_name():
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=r"context_length must be an integer <= 4194304"):
+        bb.min_base(10**12)
+    with pytest.raises(ValueError, match="context_length"):
+        bb.min_base_search(bb.MAX_CONTEXT_LENGTH + 1)
+    with pytest.raises(ValueError, match=r"limit must be an integer <= 67108864"):
+        bb.max_context(1e300, limit=10**12)
+    with pytest.raises(ValueError, match=r"\bm\b must be integers of magnitude"):
+        bb.similarity_margin([2**60], 8)
+    with pytest.raises(ValueError, match="log2_lengths"):
+        bb.min_base_table((22,), 8, use_cache=False)
+    with pytest.raises(ValueError, match="levels"):
+        bb.su_min_base(64, 8, levels=8)
+    with pytest.raises(ValueError, match="digits"):
+        bb.grid_min_base(64, 8, digits=16)
+    with pytest.raises(ValueError, match="n_samples"):
+        bb.similarity_gap_monte_carlo([1, 2], 8, n_samples=10**9)
+    assert time.perf_counter() - t0 < 5
+
+
+def test_max_context_limit_message_says_how_to_raise_it():
+    with pytest.raises(ValueError, match="pass a larger limit"):
+        bb.max_context(1e300, 8, limit=1000)
+
+
+def test_min_base_budget_raises_instead_of_answering():
+    # d = 4 at L = 512 needs more than a thousand iterations (it exhausts the default budget).
+    with pytest.raises(ValueError, match=r"max_steps = 1000; pass a larger max_steps"):
+        bb.min_base(512, 4, max_steps=1000)
+    with pytest.raises(ValueError, match="max_steps"):
+        bb.min_base_search(300, 6, max_steps=1)
+    # A large enough budget gives the answer, checked by the direct sums written here.
+    b = bb.min_base(300, 6, max_steps=10**5)
+    assert brute_horizon(b, 6, 300) is None
+
+
+def test_other_searches_have_budgets():
+    with pytest.raises(ValueError, match="pass a larger max_steps"):
+        bb.grid_min_base(1024, 8, max_steps=3)
+    assert bb.grid_min_base(16, 8, max_steps=10**4) == bb.grid_min_base(16, 8)
+    with pytest.raises(ValueError, match="pass a larger max_steps"):
+        bb.su_min_base(64, 8, levels=3, max_steps=50)
+    with pytest.raises(ValueError, match="max_steps"):
+        bb.float32_min_base(64, 8, rel_step=1e-9, max_steps=1000)
+    with pytest.raises(ValueError, match="pass a larger max_steps"):
+        bb.feasible_window_top(200.0, 16, 8, max_steps=2)
+    with pytest.raises(TypeError, match="max_steps"):
+        bb.min_base(16, 8, max_steps=True)
+
+
+def test_argument_checks_name_the_argument():
+    with pytest.raises(ValueError, match="confidence"):
+        bb.similarity_gap_monte_carlo([1], 8, confidence=1.0)
+    with pytest.raises(TypeError, match="confidence"):
+        bb.similarity_gap_monte_carlo([1], 8, confidence="0.9")
+    with pytest.raises(TypeError, match="eps_scale"):
+        bb.similarity_gap_monte_carlo([1], 8, eps_scale="a")
+    with pytest.raises(ValueError, match="seed"):
+        bb.similarity_gap_monte_carlo([1], 8, seed=-1)
+    with pytest.raises(TypeError, match="mean_q"):
+        bb.similarity_gap_expected([1], 8, mean_q=object())
+    with pytest.raises(ValueError, match="mean_k"):
+        bb.similarity_gap_expected([1], 8, mean_k=[1.0, 2.0])
+    with pytest.raises(TypeError, match="exact"):
+        bb.grid_min_base(16, 8, exact="no")
+    with pytest.raises(TypeError, match="inv_freq"):
+        bb.float32_min_base(16, 8, inv_freq=np.ones(4, np.float32))
+    with pytest.raises(TypeError, match="rows"):
+        bb.published_summary(object())
+    with pytest.raises(TypeError, match="header"):
+        bb.html_table(object(), [])
+
+
+def test_empty_distances_give_empty_results():
+    est, half = bb.similarity_gap_monte_carlo([], 8)
+    assert est.shape == half.shape == (0,)
+    assert bb.similarity_gap_expected([], 8).shape == (0,)
+    assert bb.similarity_margin([], 8).shape == (0,)

@@ -523,3 +523,26 @@ def test_bad_arguments_of_margin_horizon_and_plots():
         ce.plot_margins(max_distance=0)
     with pytest.raises(ValueError, match="n_points"):
         ce.plot_margins(max_distance=10, n_points=1)
+
+
+def test_limits_and_names_of_the_extension_arguments():
+    with pytest.raises(ValueError, match=r"limit must be an integer <= 67108864"):
+        ce.scaled_horizon(8, 1e4, "linear", 2.0, limit=10**15)
+    with pytest.raises(ValueError, match="original_context"):
+        ce.scaled_theta(8, 1e4, "yarn", 2.0, original_context=10**15)
+    with pytest.raises(TypeError, match="methods"):
+        ce.plot_margins(d=8, max_distance=64, methods=object())
+    with pytest.raises(ValueError, match="max_distance"):
+        ce.plot_margins(d=8, max_distance=10**15)
+    with pytest.raises(ValueError, match="n_points"):
+        ce.plot_margins(d=8, max_distance=64, n_points=10**15)
+    with pytest.raises(TypeError, match="bogus_keyword"):
+        ce.scaled_theta(8, 1e4, "linear", 2.0, bogus_keyword=1)
+    with pytest.raises(TypeError, match="truncate"):
+        ce.scaled_theta(8, 1e4, "yarn", 2.0, 1024, truncate="no")
+    # The horizon below a limit agrees with a direct scan written here.
+    th, _ = ce.scaled_theta(8, 1e4, "linear", 2.0)
+    direct = np.cos(np.outer(np.arange(5000.0), th)).sum(axis=1)
+    neg = np.flatnonzero(direct < 0)
+    expected = int(neg[0]) if neg.size else None
+    assert ce.scaled_horizon(8, 1e4, "linear", 2.0, limit=5000) == expected
