@@ -420,6 +420,22 @@ EXTRA_BAD: dict[tuple[str, str], list[Any]] = {
 _FRACTIONAL_POSITIONS = BAD["positions"][0]  # [0, 1.5]
 _FRACTIONAL_SHIFT = BAD["position"][0]  # 2.5
 
+# Functions whose d is a width of plain attention (no rotation), where odd values are valid.
+_ODD_WIDTH = BAD["dim"][0]  # 3
+_WIDTH_FUNCTIONS = (
+    "word_embeddings",
+    "demo_projections",
+    "random_positions",
+    "sentence_attention",
+    "symbolic_invariance",
+    "symbolic_equivariance",
+    "plot_reordering_weights",
+    "plot_token_output",
+    "score_model",
+    "attention_output_model",
+    "demo_point",
+)
+
 # Values of a kind's family that a function accepts on purpose, with the reason.
 ALLOWED: dict[tuple[str, str], list[Any]] = {
     # d=None means "one panel per schedule at every d" in plot_schedules
@@ -460,6 +476,9 @@ ALLOWED: dict[tuple[str, str], list[Any]] = {
     ("plot_monte_carlo_gap", "mean_q"): [None],
     ("plot_monte_carlo_gap", "mean_k"): [None],
     ("sentence_attention", "positions"): [None],
+    # d is an embedding or model width here, not a RoPE head dimension: no rotation pairs
+    # its coordinates, so odd widths are valid (chapter 1 runs symbolic_equivariance at d = 1)
+    **{(name, "d"): [_ODD_WIDTH] for name in _WIDTH_FUNCTIONS},
 }
 
 #: Public names that are data or classes, not functions with arguments.
