@@ -44,9 +44,22 @@ if TYPE_CHECKING:
 
 
 from . import plotting
-from ._validate import check_positive_int, check_real_array
+from ._validate import (
+    MAX_DIM,
+    check_elements,
+    check_flag,
+    check_positive_int,
+    check_real,
+    check_real_array,
+    check_seed,
+)
 
 sp = lazy_import("sympy")
+
+#: Largest number of bar groups (coordinates of the output) in :func:`plot_token_output`.
+_MAX_PLOT_WIDTH = 256
+#: Largest number of words in the figures: each heatmap annotates all T**2 weights.
+_MAX_PLOT_WORDS = 32
 
 __all__ = [
     "softmax",
@@ -177,9 +190,7 @@ def softmax(scores: Any, axis: int = -1):
 
 
 def _check_causal(causal: Any) -> bool:
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"causal must be a bool, got {causal!r}")
-    return bool(causal)
+    return check_flag(causal, "causal")
 
 
 def _masked_softmax(scores: Any, use_torch: bool):
@@ -240,9 +251,21 @@ def attention_weights(q: Any, k: Any, causal: bool = False):
     _batch_shape(["q", "k"], [q, k])
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 inputs float32
     k_t = k.transpose(-1, -2) if use_torch else np.swapaxes(k, -1, -2)
+    if use_torch:
+        scores = (q @ k_t) * scale
+        finite = bool(scores.isfinite().all())
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            scores = (q @ k_t) * scale
+        finite = bool(np.all(np.isfinite(scores)))
+    if not finite:
+        raise ValueError(
+            "q and k are so large that the scores q k^T / sqrt(d) overflow their dtype "
+            f"({scores.dtype}); scale them down"
+        )
     if causal:
-        return _masked_softmax((q @ k_t) * scale, use_torch)
-    return softmax((q @ k_t) * scale, axis=-1)
+        return _masked_softmax(scores, use_torch)
+    return softmax(scores, axis=-1)
 
 
 def scaled_dot_product_attention(q: Any, k: Any, v: Any, causal: bool = False):
@@ -384,12 +407,23 @@ def equivariance_gap(x: Any, perm: Any, w_q: Any, w_k: Any, w_v: Any) -> float:
 # the "this is awesome" demonstration
 # --------------------------------------------------------------------------------------------
 def _words(words: Any) -> tuple[str, ...]:
+    what = "a string or a non-empty sequence of non-empty strings"
     if isinstance(words, str):
         words = words.split()
+    if isinstance(words, (bytes, dict)) or not hasattr(words, "__iter__"):
+        raise TypeError(f"words must be {what}, got {words!r:.80}")
     words = tuple(words)
     if not words or not all(isinstance(w, str) and w for w in words):
-        raise TypeError(f"words must be a non-empty sequence of non-empty strings, got {words!r}")
+        raise TypeError(f"words must be {what}, got {words!r:.80}")
     return words
+
+
+def _width(d: Any) -> int:
+    """The embedding width of the demonstration: any integer in [1, MAX_DIM] (no rotation
+    acts on it, so odd widths are fine)."""
+    return check_positive_int(
+        d, "d", maximum=MAX_DIM, hint="d is the embedding width, at most rope_lib's MAX_DIM"
+    )
 
 
 def word_embeddings(words: Any, d: int = 4, seed: int = 0) -> np.ndarray:
@@ -405,7 +439,8 @@ def word_embeddings(words: Any, d: int = 4, seed: int = 0) -> np.ndarray:
     words : str or sequence of str
         The tokens; a string is split on white space.
     d : int
-        Embedding width, >= 1.
+        Embedding width, 1 to ``MAX_DIM`` (any width: nothing rotates pairs of coordinates
+        here); ``len(words) * d`` at most ``MAX_ELEMENTS``.
     seed : int
         Seed of the embedding table, >= 0.
 
@@ -416,8 +451,9 @@ def word_embeddings(words: Any, d: int = 4, seed: int = 0) -> np.ndarray:
         :math:`m`.
     """
     words = _words(words)
-    d = check_positive_int(d, "d")
-    seed = check_positive_int(seed, "seed", minimum=0)
+    d = _width(d)
+    seed = check_seed(seed)
+    check_elements(len(words) * d, f"word_embeddings of {len(words)} words with width d = {d}")
     rows = [
         np.random.default_rng([seed, zlib.crc32(w.encode("utf-8"))]).standard_normal(d)
         for w in words
@@ -433,7 +469,8 @@ def demo_projections(d: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray,
     Parameters
     ----------
     d : int
-        Width of the model and of the head, >= 1.
+        Width of the model and of the head, >= 1, with :math:`3 d^2` at most ``MAX_ELEMENTS``
+        (so ``d <= 6688``).
     seed : int
         Seed, >= 0.
 
@@ -442,8 +479,9 @@ def demo_projections(d: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray,
     tuple of numpy.ndarray
         ``(w_q, w_k, w_v)``, each float64 of shape ``(d, d)``.
     """
-    d = check_positive_int(d, "d")
-    seed = check_positive_int(seed, "seed", minimum=0)
+    d = _width(d)
+    seed = check_seed(seed)
+    check_elements(3 * d * d, f"demo_projections(d={d}), three d x d matrices,", "lower d")
     rng = np.random.default_rng([seed, 1])
     w = rng.standard_normal((3, d, d)) / np.sqrt(d)
     return w[0], w[1], w[2]
@@ -459,13 +497,13 @@ def random_positions(n_positions: int, d: int = 4, seed: int = 0, scale: float =
     Parameters
     ----------
     n_positions : int
-        Number of positions :math:`T`, >= 1.
+        Number of positions :math:`T`, >= 1, with ``n_positions * d`` at most ``MAX_ELEMENTS``.
     d : int
-        Width, >= 1.
+        Width, 1 to ``MAX_DIM``.
     seed : int
         Seed, >= 0.
     scale : float
-        Standard deviation of each entry, > 0.
+        Standard deviation of each entry, a finite number > 0.
 
     Returns
     -------
@@ -473,13 +511,24 @@ def random_positions(n_positions: int, d: int = 4, seed: int = 0, scale: float =
         float64 array of shape ``(n_positions, d)``; row :math:`m` is :math:`\boldsymbol p_m`.
     """
     n_positions = check_positive_int(n_positions, "n_positions")
-    d = check_positive_int(d, "d")
-    seed = check_positive_int(seed, "seed", minimum=0)
-    scale_arr = check_real_array(scale, "scale")
-    if scale_arr.ndim != 0 or scale_arr <= 0:
-        raise ValueError(f"scale must be a positive real number, got {scale!r}")
+    d = _width(d)
+    seed = check_seed(seed)
+    scale = check_real(scale, "scale", low=0.0, low_open=True)
+    return _random_positions(n_positions, d, seed, scale, "scale")
+
+
+def _random_positions(n_positions: int, d: int, seed: int, scale: float, scale_name: str):
+    """:func:`random_positions` for validated arguments; ``scale_name`` is the caller's name
+    for ``scale`` (in the refusal of a scale so large that the vectors overflow)."""
+    check_elements(
+        n_positions * d, f"random_positions(n_positions={n_positions}, d={d})", "lower either"
+    )
     rng = np.random.default_rng([seed, 2])
-    return float(scale_arr) * rng.standard_normal((n_positions, d))
+    with np.errstate(over="ignore"):
+        out = scale * rng.standard_normal((n_positions, d))
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"{scale_name} = {scale!r} is so large that the vectors overflow float64")
+    return out
 
 
 @dataclass(frozen=True)
@@ -538,18 +587,22 @@ def sentence_attention(
     words : str or sequence of str
         The sentence; a string is split on white space.
     d : int
-        Embedding width, >= 1.
+        Embedding width, >= 1 (limits as in :func:`demo_projections`).
     seed : int
-        Seed of the embeddings and projections.
+        Seed of the embeddings and projections, >= 0.
     positions : array_like, optional
-        Position vectors, shape ``(T', d)`` with ``T' >= len(words)``; row :math:`m` is added
-        to the word at position :math:`m`.
+        Finite position vectors, shape ``(T', d)`` with ``T' >= len(words)``; row :math:`m` is
+        added to the word at position :math:`m`. Vectors so large that the attention scores
+        overflow float64 are refused.
 
     Returns
     -------
     SentenceAttention
     """
     words = _words(words)
+    d = _width(d)
+    seed = check_seed(seed)
+    check_elements(len(words) ** 2, f"the attention weights of {len(words)} words")
     x = word_embeddings(words, d, seed)
     if positions is not None:
         p = check_real_array(positions, "positions")
@@ -560,8 +613,13 @@ def sentence_attention(
             )
         x = x + p[: len(words)]
     w_q, w_k, w_v = demo_projections(x.shape[1], seed)
-    weights = attention_weights(x @ w_q.T, x @ w_k.T)
-    output = weights @ (x @ w_v.T)
+    with np.errstate(over="ignore", invalid="ignore"):
+        q, k, v = x @ w_q.T, x @ w_k.T, x @ w_v.T
+        finite = all(np.all(np.isfinite(a)) for a in (q, k, v, q @ k.T))
+    if not finite:
+        raise ValueError("positions are so large that the attention scores overflow float64")
+    weights = attention_weights(q, k)
+    output = weights @ v
     return SentenceAttention(words=words, x=x, weights=weights, output=output)
 
 
@@ -586,6 +644,51 @@ def _simplify(expr: sp.Expr) -> sp.Expr:
     return expr if expr == 0 else sp.simplify(expr)
 
 
+def _sympy_matrix(value: Any, name: str, what: str) -> sp.Matrix:
+    if not isinstance(value, sp.MatrixBase):
+        raise TypeError(f"{name} must be a sympy Matrix ({what}), got {type(value).__name__}")
+    if 0 in value.shape:
+        raise ValueError(
+            f"{name} must be a non-empty sympy Matrix ({what}), got shape {value.shape}"
+        )
+    return value
+
+
+def _check_symbolic_row(query: Any, tokens: Any, w_q: Any, w_k: Any, w_v: Any) -> tuple:
+    """Validate the arguments of :func:`symbolic_attention_row`: sympy matrices of matching
+    shapes."""
+    query = _sympy_matrix(query, "query", "a column vector of shape (d_model, 1)")
+    if query.shape[1] != 1:
+        raise ValueError(f"query must be a column vector of shape (d_model, 1), got {query.shape}")
+    d_model = query.shape[0]
+    if isinstance(tokens, sp.MatrixBase) or not isinstance(tokens, Sequence):
+        raise TypeError(
+            f"tokens must be a sequence (list or tuple) of sympy column vectors, got "
+            f"{type(tokens).__name__}"
+        )
+    if len(tokens) == 0:
+        raise ValueError("tokens must hold at least one token")
+    for i, x in enumerate(tokens):
+        if not isinstance(x, sp.MatrixBase):
+            raise TypeError(f"tokens[{i}] must be a sympy Matrix, got {type(x).__name__}")
+        if x.shape != (d_model, 1):
+            raise ValueError(
+                f"tokens[{i}] must have the shape of query, ({d_model}, 1), got {x.shape}"
+            )
+    w_q = _sympy_matrix(w_q, "w_q", "shape (d, d_model)")
+    w_k = _sympy_matrix(w_k, "w_k", "shape (d, d_model)")
+    w_v = _sympy_matrix(w_v, "w_v", "shape (d_v, d_model)")
+    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
+        if w.shape[1] != d_model:
+            raise ValueError(
+                f"{name} must have d_model = {d_model} columns (the length of query), got "
+                f"shape {w.shape}"
+            )
+    if w_q.shape != w_k.shape:
+        raise ValueError(f"w_q and w_k must have the same shape, got {w_q.shape} and {w_k.shape}")
+    return query, list(tokens), w_q, w_k, w_v
+
+
 def symbolic_attention_row(
     query: sp.Matrix, tokens: Sequence[sp.Matrix], w_q: sp.Matrix, w_k: sp.Matrix, w_v: sp.Matrix
 ) -> sp.Matrix:
@@ -601,17 +704,18 @@ def symbolic_attention_row(
     query : sympy.Matrix
         The querying token :math:`\boldsymbol x`, shape ``(d_model, 1)``.
     tokens : sequence of sympy.Matrix
-        The tokens :math:`\boldsymbol x_n` it attends to (including itself), in order.
+        The tokens :math:`\boldsymbol x_n` it attends to (including itself), in order, each
+        of shape ``(d_model, 1)``; at least one.
     w_q, w_k, w_v : sympy.Matrix
-        Projections, shape ``(d, d_model)`` (``w_v``: ``(d_v, d_model)``).
+        Projections, shape ``(d, d_model)`` (``w_v``: ``(d_v, d_model)``). Anything that is not
+        a sympy matrix of these shapes is refused by name.
 
     Returns
     -------
     sympy.Matrix
         Column vector of shape ``(d_v, 1)``.
     """
-    if not tokens:
-        raise ValueError("tokens must hold at least one token")
+    query, tokens, w_q, w_k, w_v = _check_symbolic_row(query, tokens, w_q, w_k, w_v)
     d = w_q.shape[0]
     q = w_q * query
     scores = [sp.exp((q.T * (w_k * x))[0, 0] / sp.sqrt(d)) for x in tokens]
@@ -619,6 +723,13 @@ def symbolic_attention_row(
     return sp.Matrix.hstack(*[s * (w_v * x) for s, x in zip(scores, tokens, strict=True)]) * (
         sp.ones(len(tokens), 1) / total
     )
+
+
+def _symbolic_width(d: Any) -> int:
+    d = check_positive_int(d, "d")
+    if d > 4:
+        raise ValueError(f"d must be between 1 and 4 (symbolic cost), got {d}")
+    return d
 
 
 def symbolic_invariance(
@@ -664,14 +775,11 @@ def symbolic_invariance(
     n_tokens = check_positive_int(n_tokens, "n_tokens", minimum=2)
     if n_tokens > 5:
         raise ValueError(f"n_tokens must be between 2 and 5, got {n_tokens}")
-    d = check_positive_int(d, "d")
-    if d > 4:
-        raise ValueError(f"d must be between 1 and 4 (symbolic cost), got {d}")
+    d = _symbolic_width(d)
     token = check_positive_int(token, "token", minimum=0)
     if token >= n_tokens:
         raise ValueError(f"token must satisfy 0 <= token < n_tokens = {n_tokens}, got {token}")
-    if not isinstance(with_positions, (bool, np.bool_)):
-        raise TypeError(f"with_positions must be a bool, got {with_positions!r}")
+    with_positions = check_flag(with_positions, "with_positions")
     xs = _symbolic_tokens(n_tokens, d, "x")
     ps = _symbolic_tokens(n_tokens, d, "p") if with_positions else [sp.zeros(d, 1)] * n_tokens
     w_q, w_k, w_v = (_symbolic_matrix(n, d) for n in ("a", "b", "c"))
@@ -711,15 +819,17 @@ def symbolic_equivariance(perm: Sequence[int], d: int = 2) -> sp.Matrix:
     sympy.Matrix
         The simplified difference, shape ``(T, d)``: the zero matrix.
     """
-    if isinstance(perm, (str, bytes)) or not isinstance(perm, Sequence):
-        raise TypeError(f"perm must be a sequence of integers, got {perm!r}")
+    if (
+        isinstance(perm, (str, bytes))
+        or not isinstance(perm, (Sequence, np.ndarray))
+        or np.ndim(perm) == 0
+    ):
+        raise TypeError(f"perm must be a sequence of integers, got {perm!r:.80}")
     n_tokens = len(perm)
     if not 2 <= n_tokens <= 5:
         raise ValueError(f"perm must permute between 2 and 5 tokens, got {n_tokens}")
     idx = _order(perm, n_tokens, "perm")
-    d = check_positive_int(d, "d")
-    if d > 4:
-        raise ValueError(f"d must be between 1 and 4 (symbolic cost), got {d}")
+    d = _symbolic_width(d)
     xs = _symbolic_tokens(n_tokens, d, "x")
     w_q, w_k, w_v = (_symbolic_matrix(n, d) for n in ("a", "b", "c"))
     permuted = [xs[i] for i in idx]
@@ -733,7 +843,12 @@ def symbolic_equivariance(perm: Sequence[int], d: int = 2) -> sp.Matrix:
 # figures
 # --------------------------------------------------------------------------------------------
 def _order(order: Any, size: int, name: str = "order") -> np.ndarray:
-    arr = np.asarray(order)
+    if isinstance(order, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence of integers, got {order!r}")
+    try:
+        arr = np.asarray(order)
+    except (ValueError, TypeError):  # ragged sequences
+        raise TypeError(f"{name} must be a sequence of integers, got {order!r:.80}") from None
     if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
         raise TypeError(f"{name} must be a sequence of integers, got {order!r}")
     return _permutation(arr, size, name)
@@ -742,10 +857,19 @@ def _order(order: Any, size: int, name: str = "order") -> np.ndarray:
 def _demo_pair(
     words: Any, order: Any, d: int, seed: int, position_scale: float, position_seed: int
 ) -> dict:
+    """The four runs of the figures, after validating every argument by the caller's name."""
     words = _words(words)
+    if len(words) > _MAX_PLOT_WORDS:
+        raise ValueError(
+            f"words must hold at most {_MAX_PLOT_WORDS} words for the figures, got {len(words)}"
+        )
     idx = _order(order, len(words))
     reordered = tuple(words[i] for i in idx)
-    p = random_positions(len(words), d, position_seed, position_scale)
+    d = _width(d)
+    seed = check_seed(seed)
+    position_scale = check_real(position_scale, "position_scale", low=0.0, low_open=True)
+    position_seed = check_seed(position_seed, "position_seed")
+    p = _random_positions(len(words), d, position_seed, position_scale, "position_scale")
     return {
         (False, False): sentence_attention(words, d, seed),
         (False, True): sentence_attention(reordered, d, seed),
@@ -769,6 +893,19 @@ def plot_reordering_weights(
     ``order`` (slot :math:`i` holds word ``order[i]``); the top row uses the word embeddings
     alone, the bottom row adds :func:`random_positions` ``(T, d, position_seed,
     position_scale)``. Each cell is annotated with its weight :math:`A_{mn}`.
+
+    Parameters
+    ----------
+    words : str or sequence of str
+        The sentence, at most 32 words (every heatmap annotates all :math:`T^2` weights).
+    order : sequence of int
+        A permutation of ``0..T-1``.
+    d, seed : int
+        Width and seed of :func:`sentence_attention`.
+    position_scale : float
+        Standard deviation of the position vectors, a finite number > 0.
+    position_seed : int
+        Seed of the position vectors, >= 0.
 
     Returns
     -------
@@ -817,12 +954,20 @@ def plot_token_output(
 
     Two panels of grouped bars (one group per coordinate of :math:`\boldsymbol o`): left
     without positions (the bars coincide), right with :func:`random_positions` added (they
-    differ). Arguments as in :func:`plot_reordering_weights`; ``token`` names the word.
+    differ). Arguments as in :func:`plot_reordering_weights`; ``token`` names the word (a
+    string), and ``d`` is at most 256 (one group of bars per coordinate).
 
     Returns
     -------
     matplotlib.figure.Figure
     """
+    if not isinstance(token, str):
+        raise TypeError(f"token must be one of the words (a string), got {token!r:.80}")
+    if _width(d) > _MAX_PLOT_WIDTH:
+        raise ValueError(
+            f"d must be at most {_MAX_PLOT_WIDTH} in plot_token_output (one group of bars per "
+            f"coordinate), got {d}"
+        )
     runs = _demo_pair(words, order, d, seed, position_scale, position_seed)
     if token not in runs[(False, False)].words:
         raise ValueError(

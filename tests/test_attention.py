@@ -524,3 +524,194 @@ def test_plot_token_output_bars():
         "\u201cthis is awesome\u201d",
         "\u201cthis awesome is\u201d",
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# argument validation (issue 11): names, limits, unusual but valid forms
+# ---------------------------------------------------------------------------------------------
+def _row_args():
+    return {
+        "query": sp.Matrix([1, 2]),
+        "tokens": [sp.Matrix([1, 2]), sp.Matrix([3, 4])],
+        "w_q": sp.eye(2),
+        "w_k": sp.eye(2),
+        "w_v": sp.Matrix([[1, 0]]),
+    }
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: att.demo_projections(10**9), ValueError, r"d must be an integer <= 65536"),
+        (lambda: att.demo_projections(6689), ValueError, r"demo_projections\(d=6689\).*MAX_ELEM"),
+        (lambda: att.demo_projections(seed=2.5), TypeError, "seed must"),
+        (lambda: att.random_positions(10**9, 4), ValueError, "n_positions=1000000000"),
+        (lambda: att.random_positions(3, 4, scale=1e308), ValueError, "scale .* overflow"),
+        (lambda: att.random_positions(3, 4, scale="1"), TypeError, "scale must"),
+        (lambda: att.word_embeddings(object()), TypeError, "words must"),
+        (lambda: att.word_embeddings(b"a b"), TypeError, "words must"),
+        (lambda: att.word_embeddings("a b", 10**9), ValueError, "d must"),
+        (lambda: att.sentence_attention(object()), TypeError, "words must"),
+        (
+            lambda: att.sentence_attention("a b", positions=np.full((2, 4), 1e200)),
+            ValueError,
+            "positions are so large",
+        ),
+        (
+            lambda: att.attention_weights(np.full((2, 2), 1e200), np.full((2, 2), 1e200)),
+            ValueError,
+            "q and k",
+        ),
+        (
+            lambda: att.attention_weights(torch.full((2, 2), 1e20), torch.full((2, 2), 1e20)),
+            ValueError,
+            "q and k",
+        ),
+        (
+            lambda: att.attention_weights(np.ones((2, 2)), np.ones((2, 2)), causal="no"),
+            TypeError,
+            "causal must be True or False",
+        ),
+        (lambda: att.plot_token_output(position_scale=float("nan")), ValueError, "position_scale"),
+        (lambda: att.plot_token_output(position_scale=[1.0]), TypeError, "position_scale"),
+        (lambda: att.plot_reordering_weights(position_scale=0.0), ValueError, "position_scale"),
+        (lambda: att.plot_reordering_weights(position_seed=-1), ValueError, "position_seed"),
+        (lambda: att.plot_token_output(position_seed=2.5), TypeError, "position_seed"),
+        (lambda: att.plot_token_output(token=2), TypeError, "token must"),
+        (lambda: att.plot_token_output(d=257), ValueError, "d must be at most 256"),
+        (lambda: att.plot_reordering_weights(d=10**9), ValueError, "d must"),
+        (lambda: att.plot_reordering_weights(words=object()), TypeError, "words must"),
+        (
+            lambda: att.plot_reordering_weights(
+                words=[f"w{i}" for i in range(33)], order=range(33)
+            ),
+            ValueError,
+            "words must hold at most 32",
+        ),
+        (lambda: att.plot_reordering_weights(order="021"), TypeError, "order"),
+        (lambda: att.plot_reordering_weights(order=[[0], [1, 2]]), TypeError, "order"),
+        (lambda: att.symbolic_invariance(with_positions="no"), TypeError, "with_positions must"),
+        (lambda: att.symbolic_invariance(d=10**15), ValueError, "d must"),
+        (lambda: att.symbolic_equivariance(np.int64(3)), TypeError, "perm"),
+        (lambda: att.symbolic_equivariance(object()), TypeError, "perm"),
+        (
+            lambda: att.symbolic_attention_row(**{**_row_args(), "query": object()}),
+            TypeError,
+            "query must be a sympy",
+        ),
+        (
+            lambda: att.symbolic_attention_row(**{**_row_args(), "query": sp.Matrix([[1, 2]])}),
+            ValueError,
+            "query must be a column",
+        ),
+        (
+            lambda: att.symbolic_attention_row(**{**_row_args(), "tokens": object()}),
+            TypeError,
+            "tokens must",
+        ),
+        (
+            lambda: att.symbolic_attention_row(**{**_row_args(), "tokens": sp.Matrix([1, 2])}),
+            TypeError,
+            "tokens must",
+        ),
+        (
+            lambda: att.symbolic_attention_row(**{**_row_args(), "tokens": []}),
+            ValueError,
+            "tokens must",
+        ),
+        (
+            lambda: att.symbolic_attention_row(**{**_row_args(), "tokens": [sp.Matrix([1])]}),
+            ValueError,
+            r"tokens\[0\]",
+        ),
+        (
+            lambda: att.symbolic_attention_row(**{**_row_args(), "tokens": [[1, 2]]}),
+            TypeError,
+            r"tokens\[0\]",
+        ),
+        (
+            lambda: att.symbolic_attention_row(**{**_row_args(), "w_q": np.eye(2)}),
+            TypeError,
+            "w_q must be a sympy",
+        ),
+        (
+            lambda: att.symbolic_attention_row(**{**_row_args(), "w_k": sp.eye(3)}),
+            ValueError,
+            "w_k must have",
+        ),
+        (
+            lambda: att.symbolic_attention_row(**{**_row_args(), "w_v": "x"}),
+            TypeError,
+            "w_v must be a sympy",
+        ),
+        (
+            lambda: att.symbolic_attention_row(**{**_row_args(), "w_k": sp.Matrix([[1, 0]])}),
+            ValueError,
+            "w_q and w_k",
+        ),
+    ],
+)
+def test_bad_input_names_the_argument(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+@pytest.mark.parametrize("d", [1, 3, 5])
+def test_odd_widths_are_valid_demo_widths(d):
+    """Nothing in the demonstration pairs coordinates, so any width >= 1 is a valid width."""
+    x = att.word_embeddings("this is awesome", d, 0)
+    w_q, w_k, w_v = att.demo_projections(d, 0)
+    assert x.shape == (3, d) and w_q.shape == (d, d)
+    run = att.sentence_attention("this is awesome", d=d, seed=0)
+    np.testing.assert_allclose(run.output, naive_self_attention(x, w_q, w_k, w_v), atol=1e-13)
+
+
+def test_unusual_forms_give_the_same_demo():
+    np.testing.assert_array_equal(
+        att.word_embeddings("a b", np.int64(4), np.int64(7)), att.word_embeddings(("a", "b"), 4, 7)
+    )
+    for a, b in zip(
+        att.demo_projections(np.int32(4), np.uint8(3)), att.demo_projections(4, 3), strict=True
+    ):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(
+        att.random_positions(3.0, 4, 0, np.float32(2.0)), att.random_positions(3, 4, 0, 2.0)
+    )
+    assert att.symbolic_equivariance(np.array([1, 0]), d=1) == att.symbolic_equivariance(
+        (1, 0), d=1
+    )
+    args = _row_args()
+    immutable = {k: (sp.ImmutableMatrix(v) if k != "tokens" else tuple(v)) for k, v in args.items()}
+    assert sp.simplify(
+        att.symbolic_attention_row(**immutable) - att.symbolic_attention_row(**args)
+    ) == sp.zeros(1, 1)
+
+
+def test_symbolic_row_of_unit_scores_is_the_plain_mean():
+    """With w_k = 0 every score is exp(0) = 1, so the row is the mean of w_v x_n."""
+    x0, x1 = sp.Matrix([1, 2]), sp.Matrix([5, -4])
+    row = att.symbolic_attention_row(x0, [x0, x1], sp.eye(2), sp.zeros(2, 2), sp.eye(2))
+    assert row == sp.Matrix([3, -1])
+
+
+def test_plot_positions_use_position_scale_and_seed():
+    """The bottom (with positions) bars are the naive self-attention of x + p with
+    p = random_positions(T, d, position_seed, position_scale)."""
+    fig = att.plot_token_output(d=4, seed=0, position_scale=2.5, position_seed=7)
+    ax_pos = fig.axes[1]
+    heights = [[p.get_height() for p in c] for c in ax_pos.containers]
+    x = att.word_embeddings("this is awesome", 4, 0)
+    p = np.random.default_rng([7, 2]).standard_normal((3, 4)) * 2.5
+    expected = naive_self_attention(x + p, *att.demo_projections(4, 0))[2]
+    np.testing.assert_allclose(heights[0], expected, atol=1e-12)
+
+
+def test_attention_overflow_is_refused_not_nan():
+    """Scores beyond float64 would make softmax return nan; the inputs are refused instead,
+    and scores just below the limit still give probabilities."""
+    q = np.array([[1e150, 0.0]])
+    k = np.array([[1e150, 0.0], [0.0, 1.0]])
+    w = att.attention_weights(q, k)
+    np.testing.assert_array_equal(w, [[1.0, 0.0]])
+    with pytest.raises(ValueError, match="q and k"):
+        att.attention_weights(q * 1e10, k * 1e10)
