@@ -226,13 +226,19 @@ def attention_weights(q: Any, k: Any, causal: bool = False):
     k : numpy.ndarray or torch.Tensor
         Keys, shape ``(..., S, d)``; batch dimensions broadcast against those of ``q``.
     causal : bool
-        Mask out the keys :math:`n > m` for query :math:`m`.
+        Mask out the keys :math:`n > m` for query :math:`m` (``True`` or ``False`` only).
 
     Returns
     -------
     numpy.ndarray or torch.Tensor
         Shape ``(..., T, S)``; every row is a probability vector (with ``causal``, row
         :math:`m` is zero beyond column :math:`m`).
+
+    Raises
+    ------
+    ValueError
+        If a score :math:`\boldsymbol q_m^\top \boldsymbol k_n/\sqrt d` overflows the dtype
+        (softmax would return nan).
     """
     causal = _check_causal(causal)
     use_torch, (q, k) = _inputs(["q", "k"], [q, k])
