@@ -51,7 +51,14 @@ if TYPE_CHECKING:
 
 
 from . import plotting
-from ._validate import check_positive_int, check_real_array
+from ._validate import (
+    MAX_DIM,
+    check_flag,
+    check_positive_int,
+    check_real,
+    check_real_array,
+    check_seed,
+)
 
 sp = lazy_import("sympy")
 mpmath = lazy_import("mpmath")
@@ -71,6 +78,12 @@ __all__ = [
     "plot_error_order",
     "plot_term_sizes",
 ]
+
+#: Largest number of decimal digits of the mpmath evaluations (``dps``); 40 already resolve
+#: remainders far below float64 round-off.
+_MAX_DPS = 1000
+#: Largest number of perturbation sizes ``eps`` along one ray (each costs an mpmath evaluation).
+_MAX_EPS = 4096
 
 #: The six terms of the expansion, in the order of the chapter's equation.
 TERM_NAMES: tuple[str, ...] = (
@@ -384,13 +397,22 @@ def demo_point(d: int = 2, seed: int = 0) -> dict[str, np.ndarray]:
     \boldsymbol I_d)` and unit directions :math:`\boldsymbol u_m, \boldsymbol u_n`; the
     perturbations are then :math:`\boldsymbol p = \varepsilon\boldsymbol u`.
 
+    Parameters
+    ----------
+    d : int
+        Width of each vector, 1 to ``MAX_DIM`` (odd widths are fine: nothing rotates here).
+    seed : int
+        Seed, >= 0.
+
     Returns
     -------
     dict
         Keys ``"x_m"``, ``"x_n"``, ``"u_m"``, ``"u_n"``, each a float64 array of shape ``(d,)``.
     """
-    d = check_positive_int(d, "d")
-    seed = check_positive_int(seed, "seed", minimum=0)
+    d = check_positive_int(
+        d, "d", maximum=MAX_DIM, hint="d is the model width, at most rope_lib's MAX_DIM"
+    )
+    seed = check_seed(seed)
     rng = np.random.default_rng([seed, 3])
     x_m, x_n, u_m, u_n = rng.standard_normal((4, d))
     return {
@@ -412,7 +434,22 @@ def _eps(eps: Any) -> np.ndarray:
     arr = check_real_array(eps, "eps")
     if arr.ndim != 1 or arr.size == 0 or np.any(arr <= 0):
         raise ValueError("eps must be a non-empty 1-D array of positive perturbation sizes")
+    if arr.size > _MAX_EPS:
+        raise ValueError(
+            f"eps must hold at most {_MAX_EPS} perturbation sizes (each is one mpmath "
+            f"evaluation), got {arr.size}"
+        )
     return arr
+
+
+def _finite(values: list[float], what: str) -> np.ndarray:
+    """The float64 results of an mpmath evaluation; refuse eps whose results overflow."""
+    out = np.array(values, dtype=np.float64)
+    if not np.all(np.isfinite(out)):
+        raise ValueError(
+            f"eps holds perturbation sizes so large that {what} overflows float64; use smaller eps"
+        )
+    return out
 
 
 def _ray(expansion: SecondOrderExpansion, point: dict[str, Any], eps: Any, dps: int):
@@ -428,7 +465,13 @@ def _ray(expansion: SecondOrderExpansion, point: dict[str, Any], eps: Any, dps: 
     x = np.concatenate([_point(point["x_m"], "x_m", dm), _point(point["x_n"], "x_n", dn)])
     u = np.concatenate([_point(point["u_m"], "u_m", dm), _point(point["u_n"], "u_n", dn)])
     eps = _eps(eps)
-    dps = check_positive_int(dps, "dps", minimum=16)
+    dps = check_positive_int(
+        dps,
+        "dps",
+        minimum=16,
+        maximum=_MAX_DPS,
+        hint="decimal digits of the mpmath evaluation; 40 resolve remainders down to 1e-30",
+    )
     extra = expansion.f.free_symbols - set(expansion.x_m + expansion.x_n)
     if extra:
         raise ValueError(
@@ -468,9 +511,9 @@ def _evaluate(
                 terms[n].append(float(values[n]))
             exact.append(float(value))
             remainder.append(float(abs(value - mpmath.fsum(values.values()))))
-    out = {n: np.array(v) for n, v in terms.items()}
-    out["exact"] = np.array(exact)
-    out["remainder"] = np.array(remainder)
+    out = {n: _finite(v, f"the term {n!r}") for n, v in terms.items()}
+    out["exact"] = _finite(exact, "the model")
+    out["remainder"] = _finite(remainder, "the remainder")
     return out
 
 
@@ -495,9 +538,10 @@ def expansion_error(
         ``x_m``, ``x_n`` (base point) and ``u_m``, ``u_n`` (directions), as from
         :func:`demo_point`.
     eps : array_like
-        Positive perturbation sizes :math:`\varepsilon`.
+        Positive perturbation sizes :math:`\varepsilon`, at most 4096 of them; sizes so large
+        that a result overflows float64 are refused.
     dps : int
-        Decimal digits of the mpmath evaluation, >= 16.
+        Decimal digits of the mpmath evaluation, 16 to 1000.
 
     Returns
     -------
@@ -578,9 +622,9 @@ def interaction_along_ray(
             cross.append(float(c))
             beyond.append(float(abs(value - c)))
     return {
-        "interaction": np.array(interaction),
-        "cross": np.array(cross),
-        "beyond_cross": np.array(beyond),
+        "interaction": _finite(interaction, "the interaction"),
+        "cross": _finite(cross, "the cross term"),
+        "beyond_cross": _finite(beyond, "the interaction beyond the cross term"),
     }
 
 
@@ -679,7 +723,7 @@ def plot_error_order(
     if point is None:
         point = demo_point(len(expansion.x_m))
     eps = _eps(np.geomspace(1e-3, 3.0, 25) if eps is None else eps)
-    fit_max = float(check_real_array(fit_max, "fit_max"))
+    fit_max = check_real(fit_max, "fit_max", low=0.0, low_open=True)
     fit = eps <= fit_max
     if fit.sum() < 2:
         raise ValueError(f"fit_max must leave at least two eps values to fit, got {fit_max}")
@@ -731,8 +775,7 @@ def plot_term_sizes(
     expansion = _default_expansion(expansion)
     if point is None:
         point = demo_point(len(expansion.x_m))
-    if not isinstance(interaction, (bool, np.bool_)):
-        raise TypeError(f"interaction must be a bool, got {interaction!r}")
+    interaction = check_flag(interaction, "interaction")
     eps = _eps(np.geomspace(1e-2, 3.0, 30) if eps is None else eps)
     sizes = term_sizes(expansion, point, eps)
     fig, ax = plotting.new_figure(width=7.0, height=4.4)

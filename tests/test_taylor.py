@@ -467,3 +467,90 @@ def test_plot_term_sizes(output_expansion):
     )
     assert ax.get_xlabel() and ax.get_ylabel() and ax.get_legend() is not None
     assert len(ty.plot_term_sizes(output_expansion, p, eps, interaction=False).axes[0].lines) == 7
+
+
+# ---------------------------------------------------------------------------------------------
+# argument validation (issue 11): names, limits, unusual but valid forms
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: ty.demo_point(d=10**9), ValueError, "d must be an integer <= 65536"),
+        (lambda: ty.demo_point(seed=2.5), TypeError, "seed must"),
+        (lambda: ty.demo_point(seed="0"), TypeError, "seed must"),
+        (lambda: ty.second_order_expansion(object(), *_sym_model()[1:]), TypeError, "f must"),
+        (lambda: ty.second_order_expansion(*_sym_model()[:2], object()), TypeError, "x_n must"),
+        (
+            lambda: ty.expansion_error(_expansion(), ty.demo_point(), [0.1], dps=1001),
+            ValueError,
+            "dps must be an integer <= 1000",
+        ),
+        (
+            lambda: ty.term_sizes(_expansion(), ty.demo_point(), [0.1], dps=10**15),
+            ValueError,
+            "dps must",
+        ),
+        (
+            lambda: ty.interaction_along_ray(_expansion(), ty.demo_point(), [0.1], dps=2.5),
+            TypeError,
+            "dps must",
+        ),
+        (
+            lambda: ty.expansion_error(_expansion(), ty.demo_point(), np.ones(4097)),
+            ValueError,
+            "eps must hold at most 4096",
+        ),
+        (
+            lambda: ty.expansion_error(_expansion(), ty.demo_point(), [1e300]),
+            ValueError,
+            "eps .* overflows",
+        ),
+        (
+            lambda: ty.interaction_along_ray(_expansion(), ty.demo_point(), [1e300]),
+            ValueError,
+            "eps .* overflows",
+        ),
+        (lambda: ty.term_sizes(object(), ty.demo_point(), [0.1]), TypeError, "expansion must"),
+        (lambda: ty.term_sizes(_expansion(), [1, 2], [0.1]), TypeError, "point must"),
+        (lambda: ty.plot_error_order(fit_max=[1.0]), TypeError, "fit_max must"),
+        (lambda: ty.plot_error_order(fit_max=float("nan")), ValueError, "fit_max must"),
+        (lambda: ty.plot_error_order(fit_max=0.0), ValueError, "fit_max must"),
+        (lambda: ty.plot_term_sizes(interaction="no"), TypeError, "interaction must be True"),
+        (lambda: ty.attention_output_model(2, readout=object()), TypeError, "readout"),
+    ],
+)
+def test_bad_input_names_the_argument(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+@pytest.mark.parametrize("d", [1, 3])
+def test_odd_widths_are_valid(d):
+    """Nothing rotates coordinate pairs here, so an odd model width is a valid width: the
+    remainder of the score model (bilinear) vanishes and the output model's is cubic."""
+    point = ty.demo_point(d, seed=1)
+    assert all(v.shape == (d,) for v in point.values())
+    np.testing.assert_allclose([np.linalg.norm(point["u_m"]), np.linalg.norm(point["u_n"])], 1.0)
+    f, x_m, x_n, _ = ty.score_model(d)
+    m_values = {
+        s: sp.Rational(k + 1, 3)
+        for k, s in enumerate(sorted(f.free_symbols - set(x_m + x_n), key=str))
+    }
+    score = ty.second_order_expansion(f.subs(m_values), x_m, x_n)
+    assert np.all(ty.expansion_error(score, point, [0.5, 1.0]) < 1e-30)
+    f, x_m, x_n = ty.attention_output_model(d)
+    eps = np.array([1e-3, 2e-3, 4e-3])
+    slope = own_slope(eps, ty.expansion_error(ty.second_order_expansion(f, x_m, x_n), point, eps))
+    assert 2.9 < slope < 3.1
+
+
+def test_dps_limit_is_inclusive_and_unusual_forms_agree(output_expansion):
+    point = ty.demo_point(2)
+    at_limit = ty.expansion_error(output_expansion, point, [0.1], dps=1000)
+    default = ty.expansion_error(output_expansion, point, [0.1])
+    np.testing.assert_allclose(at_limit, default, rtol=1e-12)
+    same = ty.expansion_error(output_expansion, point, (0.1,), dps=np.int64(40))
+    np.testing.assert_array_equal(same, default)
+    np.testing.assert_array_equal(
+        ty.demo_point(np.int64(3), np.uint8(2))["x_m"], ty.demo_point(3, 2)["x_m"]
+    )
