@@ -322,7 +322,7 @@ def abel_bound(q: Any, k: Any, distance: Any, base: float = 10000.0) -> np.ndarr
     k = check_real_array(k, "k")
     if q.ndim != 1 or q.shape != k.shape:
         raise ValueError(f"q and k must be 1-D of the same length, got {q.shape} and {k.shape}")
-    d = check_dim(q.size)
+    d = check_dim(q.size, "len(q)")
     h = (q[0::2] + 1j * q[1::2]) * np.conj(k[0::2] + 1j * k[1::2])
     step = float(np.abs(np.diff(np.append(h, 0.0))).max())
     return _scalar_or_array(np.asarray(step * (d // 2) * roformer_bound(distance, d, base)))
