@@ -830,16 +830,34 @@ def base_is_feasible(base: float, context_length: int, d: int = 128) -> bool:
     return False
 
 
+def _every_larger_base_feasible(base: float, length: int, d: int) -> bool:
+    r"""A certificate that every base :math:`b' \ge b` satisfies the criterion.
+
+    :math:`\theta_i(b') \le \theta_i(b)` for every pair. Call pair :math:`i` *slow* when
+    :math:`(L-1)\theta_i(b) \le \pi/2`: for :math:`m < L` its angle under :math:`b'` lies in
+    :math:`[0, (L-1)\theta_i(b)]`, where cosine decreases, so its term is at least
+    :math:`\cos((L-1)\theta_i(b))`; every other pair's term is at least :math:`-1`. Hence
+    :math:`B_m(b') \ge \sum_{\text{slow}} \cos((L-1)\theta_i(b)) - \#\text{fast}`, and
+    the certificate holds when this is :math:`\ge 0` (with a margin for round-off).
+    """
+    angles = (length - 1) * theta(d, base)
+    slow = angles <= math.pi / 2
+    return float(np.cos(angles[slow]).sum()) - float(np.count_nonzero(~slow)) >= 1e-9 * d
+
+
 def feasible_window_top(
-    base: float, context_length: int, d: int = 128, rel_step: float = 1e-4, max_steps: int = 10**6
+    base: float, context_length: int, d: int = 128, rel_step: float = 1e-4, max_steps: int = 10**5
 ) -> float:
     r"""Walk upward from a feasible base in relative steps while the next base is feasible.
 
     Returns the last feasible base :math:`b(1 + s)^k` before the first infeasible one, i.e.
     the top of the feasible window that contains ``base``, to within the relative step
     :math:`s` = ``rel_step`` (a window narrower than s further up may be skipped; the walk
-    only looks at its own grid). Raises ``ValueError`` if ``base`` itself is infeasible, and
-    if the walk takes more than ``max_steps`` steps (default 10**6, at most 10**8).
+    only looks at its own grid). Returns ``math.inf`` when the walk reaches a base above
+    which every base is provably feasible (the pairs with :math:`(L-1)\theta_i \le \pi/2`
+    keep cosines whose sum outweighs one negative unit for each other pair): the window is
+    unbounded. Raises ``ValueError`` if ``base`` itself is infeasible, and if the walk
+    takes more than ``max_steps`` steps (default 10**5, about two seconds; at most 10**8).
     """
     base = check_base(base)
     length = _check_length(context_length)
@@ -850,6 +868,8 @@ def feasible_window_top(
         raise ValueError(f"base = {base!r} is not feasible for L = {length}, d = {d}")
     top = base
     for _ in range(max_steps):
+        if _every_larger_base_feasible(top, length, d):
+            return math.inf
         nxt = top * (1.0 + rel_step)
         if nxt > 1e300:
             raise ValueError(f"every base from {base:g} to 1e300 is feasible on this walk")

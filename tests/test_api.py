@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 import sympy as sp
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rope_lib
@@ -709,3 +709,65 @@ def test_integer_positions_are_exact_or_refused(data: st.DataObject) -> None:
         assert status == "error" and "positions" in str(result)
     else:
         assert status == "ok", f"{name} refused position {value}: {result}"
+
+
+# ------------------------------------------------------------------ random values
+
+#: Which drawn values are valid, per kind: a value outside the predicate must be refused.
+VALID: dict[str, Callable[[Any], bool]] = {
+    "dim": lambda v: (
+        isinstance(v, int) and not isinstance(v, bool) and 2 <= v <= 2**16 and v % 2 == 0
+    ),
+    "base": lambda v: (
+        isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v > 1
+    ),
+    "seed": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "flag": lambda v: isinstance(v, bool),
+}
+
+ANY_VALUE = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=4),
+    st.lists(st.integers(-3, 3), max_size=3),
+)
+
+RANDOM_CASES = [
+    (name, arg)
+    for name in FUNCTIONS
+    for arg, kind in _kinds(name).items()
+    if kind in {"dim", "base", "seed", "flag", "count", "count0", "real", "choice"}
+    and not name.startswith("plot_")
+    and name not in {"time_rope_routes"}
+]
+
+
+@settings(max_examples=400)
+@given(case=st.sampled_from(RANDOM_CASES), value=ANY_VALUE)
+def test_random_values_are_refused_by_name_or_accepted(case: tuple[str, str], value: Any) -> None:
+    """Any value: a refusal naming the argument, or a result; an invalid value is refused."""
+    name, arg = case
+    kind = _kinds(name)[arg]
+    kwargs = dict(CONTRACTS[name].valid)
+    kwargs[arg] = value
+    try:
+        status, result = _call(name, kwargs)
+    except Hang as error:
+        pytest.fail(f"{name}({arg}={value!r}) hung: {error}")
+    except MemoryError:
+        pytest.fail(f"{name}({arg}={value!r}) tried to allocate beyond the limits")
+    except AssertionError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the point is to catch every other kind
+        pytest.fail(f"{name}({arg}={value!r}) raised {type(error).__name__}: {error}")
+    if status == "error":
+        assert re.search(rf"\b{re.escape(arg)}\b", str(result)), (
+            f"{name}({arg}={value!r}): the message does not name {arg!r}: {result}"
+        )
+    elif kind in VALID and value is not None:
+        allowed = ALLOWED.get((name, arg), [])
+        assert VALID[kind](value) or any(value is a for a in allowed), (
+            f"{name} accepted the invalid {arg}={value!r}"
+        )

@@ -599,3 +599,23 @@ def test_empty_distances_give_empty_results():
     assert est.shape == half.shape == (0,)
     assert bb.similarity_gap_expected([], 8).shape == (0,)
     assert bb.similarity_margin([], 8).shape == (0,)
+
+
+@pytest.mark.parametrize(("L", "d"), [(16, 8), (1024, 128), (4096, 64)])
+def test_window_above_the_certificate_is_unbounded(L: int, d: int) -> None:
+    # Far above min_base every base is feasible: the walk says so instead of walking on.
+    # Independent check: direct cosine sums at bases spread over many decades above.
+    base = 10.0 ** (np.log10(bb.min_base(L, d)) + 3)
+    assert bb.feasible_window_top(base, L, d) == math.inf
+    m = np.arange(L)
+    for b in base * np.logspace(0, 12, 25):
+        th = b ** (-2.0 * np.arange(d // 2) / d)
+        assert np.cos(np.outer(m, th)).sum(axis=1).min() >= 0
+
+
+def test_window_top_is_finite_where_an_infeasible_base_lies_above() -> None:
+    # L = 2048, d = 128: the minimum base opens a narrow window (chapter 7).
+    base = bb.min_base(2048)
+    top = bb.feasible_window_top(base, 2048)
+    assert np.isfinite(top) and top > base
+    assert not bb.base_is_feasible(top * (1 + 1e-4), 2048)
