@@ -35,3 +35,25 @@ def test_chapter_executes(path: Path) -> None:
         client.execute()
     except CellExecutionError as error:
         pytest.fail(f"chapter {path.name} failed:\n{error}", pytrace=False)
+
+
+#: Characters of code that fit in a code cell of the built site at a 1280-pixel-wide
+#: window (measured in headless Chromium: a 672-pixel cell, 8.43 pixels a character).
+CODE_LINE_LIMIT = 75
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.stem)
+def test_code_fits_the_page(path: Path) -> None:
+    """No code line is wider than a code cell of the site, so nothing scrolls sideways."""
+    notebook = jupytext.read(path)
+    long_lines = [
+        line
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for line in cell.source.splitlines()
+        if len(line) > CODE_LINE_LIMIT
+    ]
+    assert not long_lines, (
+        f"{path.name}: {len(long_lines)} code lines over {CODE_LINE_LIMIT} characters, "
+        f"e.g. {long_lines[:3]}"
+    )
