@@ -162,7 +162,7 @@ def softmax(scores: Any, axis: int = -1):
     Parameters
     ----------
     scores : numpy.ndarray or torch.Tensor
-        Finite real scores, at least 1-D.
+        Finite real scores, at least 1-D, with at least one entry along ``axis``.
     axis : int
         The axis that sums to one.
 
@@ -180,6 +180,11 @@ def softmax(scores: Any, axis: int = -1):
         or not (-s.ndim <= axis < s.ndim)
     ):
         raise ValueError(f"axis must be an integer in [-{s.ndim}, {s.ndim}), got {axis!r}")
+    if s.shape[axis] == 0:
+        raise ValueError(
+            f"scores must have at least one entry along axis {axis} (a softmax over no scores "
+            f"is no probability vector), got shape {tuple(s.shape)}"
+        )
     if use_torch:
         import torch
 
@@ -242,6 +247,13 @@ def attention_weights(q: Any, k: Any, causal: bool = False):
     """
     causal = _check_causal(causal)
     use_torch, (q, k) = _inputs(["q", "k"], [q, k])
+    return _attention_weights(q, k, causal, use_torch, "q and k are")
+
+
+def _attention_weights(q: Any, k: Any, causal: bool, use_torch: bool, culprit: str):
+    """:func:`attention_weights` for validated arrays; ``culprit`` names the caller's
+    arguments in the refusal of scores that overflow (``"q and k are"``, or ``"x (with w_q
+    and w_k) is"`` when self-attention made q and k)."""
     _check_ndim(q, "q", "T, d")
     _check_ndim(k, "k", "S, d")
     if q.shape[-1] != k.shape[-1]:
@@ -266,7 +278,7 @@ def attention_weights(q: Any, k: Any, causal: bool = False):
         finite = bool(np.all(np.isfinite(scores)))
     if not finite:
         raise ValueError(
-            "q and k are so large that the scores q k^T / sqrt(d) overflow their dtype "
+            f"{culprit} so large that the scores q k^T / sqrt(d) overflow their dtype "
             f"({scores.dtype}); scale them down"
         )
     if causal:
@@ -305,13 +317,19 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, causal: bool = False):
     """
     causal = _check_causal(causal)
     use_torch, (q, k, v) = _inputs(["q", "k", "v"], [q, k, v])
+    return _attention(q, k, v, causal, use_torch, "q and k are")
+
+
+def _attention(q: Any, k: Any, v: Any, causal: bool, use_torch: bool, culprit: str):
+    """:func:`scaled_dot_product_attention` for validated arrays (``culprit`` as in
+    :func:`_attention_weights`)."""
     _check_ndim(v, "v", "S, d_v")
     if v.ndim >= 2 and k.ndim >= 2 and v.shape[-2] != k.shape[-2]:
         raise ValueError(
             f"k and v must hold the same number of tokens S (one value per key), got "
             f"k: {tuple(k.shape)}, v: {tuple(v.shape)}"
         )
-    weights = attention_weights(q, k, causal=causal)
+    weights = _attention_weights(q, k, causal, use_torch, culprit)
     _batch_shape(["q", "k", "v"], [q, k, v])
     return weights @ v
 
@@ -343,6 +361,12 @@ def self_attention(x: Any, w_q: Any, w_k: Any, w_v: Any, causal: bool = False):
     -------
     numpy.ndarray or torch.Tensor
         Outputs, shape ``(..., T, d_v)``.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` (with the projections) is so large that the values or the scores overflow
+        the dtype; the message names ``x``.
     """
     causal = _check_causal(causal)
     use_torch, (x, w_q, w_k, w_v) = _inputs(["x", "w_q", "w_k", "w_v"], [x, w_q, w_k, w_v])
@@ -358,7 +382,20 @@ def self_attention(x: Any, w_q: Any, w_k: Any, w_v: Any, causal: bool = False):
             f"w_q and w_k must map to the same dimension d, got {tuple(w_q.shape)} and "
             f"{tuple(w_k.shape)}"
         )
-    return scaled_dot_product_attention(x @ w_q.T, x @ w_k.T, x @ w_v.T, causal=causal)
+    if use_torch:
+        q, k, v = x @ w_q.T, x @ w_k.T, x @ w_v.T
+        v_finite = bool(v.isfinite().all())
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            q, k, v = x @ w_q.T, x @ w_k.T, x @ w_v.T
+        v_finite = bool(np.all(np.isfinite(v)))
+    if not v_finite:
+        raise ValueError(
+            f"x (with w_v) is so large that the values x w_v^T overflow their dtype "
+            f"({v.dtype}); scale x or w_v down"
+        )
+    # q or k may hold inf here: the scores are then non-finite and refused by name.
+    return _attention(q, k, v, causal, use_torch, "x (with w_q and w_k) is")
 
 
 def _permutation(perm: Any, size: int, name: str = "perm") -> np.ndarray:
@@ -605,6 +642,15 @@ def sentence_attention(
     -------
     SentenceAttention
     """
+    return _sentence_attention(words, d, seed, positions, "positions are")
+
+
+def _sentence_attention(
+    words: Any, d: Any, seed: Any, positions: Any, culprit: str
+) -> SentenceAttention:
+    """:func:`sentence_attention`; ``culprit`` names the caller's argument that made the
+    positions (``"positions are"``, or ``"position_scale = ... is"`` for the figures) in the
+    refusal of scores that overflow."""
     words = _words(words)
     d = _width(d)
     seed = check_seed(seed)
@@ -623,7 +669,7 @@ def sentence_attention(
         q, k, v = x @ w_q.T, x @ w_k.T, x @ w_v.T
         finite = all(np.all(np.isfinite(a)) for a in (q, k, v, q @ k.T))
     if not finite:
-        raise ValueError("positions are so large that the attention scores overflow float64")
+        raise ValueError(f"{culprit} so large that the attention scores overflow float64")
     weights = attention_weights(q, k)
     output = weights @ v
     return SentenceAttention(words=words, x=x, weights=weights, output=output)
@@ -657,7 +703,17 @@ def _sympy_matrix(value: Any, name: str, what: str) -> sp.Matrix:
         raise ValueError(
             f"{name} must be a non-empty sympy Matrix ({what}), got shape {value.shape}"
         )
+    _check_sympy_finite(value, name)
     return value
+
+
+def _check_sympy_finite(value: sp.MatrixBase, name: str) -> None:
+    """Refuse entries that are or contain nan, oo, -oo or zoo (sympy's non-finite numbers)."""
+    if value.has(sp.nan, sp.oo, sp.S.NegativeInfinity, sp.zoo):
+        raise ValueError(
+            f"{name} must have finite entries (numbers or symbols), got nan or an infinity: "
+            f"{value.tolist()!r:.80}"
+        )
 
 
 def _check_symbolic_row(query: Any, tokens: Any, w_q: Any, w_k: Any, w_v: Any) -> tuple:
@@ -681,6 +737,7 @@ def _check_symbolic_row(query: Any, tokens: Any, w_q: Any, w_k: Any, w_v: Any) -
             raise ValueError(
                 f"tokens[{i}] must have the shape of query, ({d_model}, 1), got {x.shape}"
             )
+        _check_sympy_finite(x, f"tokens[{i}]")
     w_q = _sympy_matrix(w_q, "w_q", "shape (d, d_model)")
     w_k = _sympy_matrix(w_k, "w_k", "shape (d, d_model)")
     w_v = _sympy_matrix(w_v, "w_v", "shape (d_v, d_model)")
@@ -714,7 +771,8 @@ def symbolic_attention_row(
         of shape ``(d_model, 1)``; at least one.
     w_q, w_k, w_v : sympy.Matrix
         Projections, shape ``(d, d_model)`` (``w_v``: ``(d_v, d_model)``). Anything that is not
-        a sympy matrix of these shapes is refused by name.
+        a sympy matrix of these shapes is refused by name, and so is an entry of any argument
+        that is or contains ``nan``, ``oo``, ``-oo`` or ``zoo``.
 
     Returns
     -------
@@ -876,11 +934,12 @@ def _demo_pair(
     position_scale = check_real(position_scale, "position_scale", low=0.0, low_open=True)
     position_seed = check_seed(position_seed, "position_seed")
     p = _random_positions(len(words), d, position_seed, position_scale, "position_scale")
+    culprit = f"position_scale = {position_scale!r} is"
     return {
         (False, False): sentence_attention(words, d, seed),
         (False, True): sentence_attention(reordered, d, seed),
-        (True, False): sentence_attention(words, d, seed, positions=p),
-        (True, True): sentence_attention(reordered, d, seed, positions=p),
+        (True, False): _sentence_attention(words, d, seed, p, culprit),
+        (True, True): _sentence_attention(reordered, d, seed, p, culprit),
     }
 
 
@@ -909,7 +968,8 @@ def plot_reordering_weights(
     d, seed : int
         Width and seed of :func:`sentence_attention`.
     position_scale : float
-        Standard deviation of the position vectors, a finite number > 0.
+        Standard deviation of the position vectors, a finite number > 0; a scale so large
+        that the attention scores overflow float64 is refused by name.
     position_seed : int
         Seed of the position vectors, >= 0.
 

@@ -103,6 +103,9 @@ _MAX_REPEATS = 1000
 _MAX_TIMING_WORK = 1 << 32
 #: Largest number of panels of :func:`plot_rotation_2d`.
 _MAX_PANELS = 12
+#: Largest magnitude of an entry of q or k in :func:`plot_rotation_2d`: lengths (and the axis
+#: limits, 1.25 times the longer arrow) and the score q^T k stay far from float64 overflow.
+_MAX_ARROW = 1e100
 
 #: Ways of computing the cos/sin tables compared in chapter 5 (see :func:`cos_sin_tables`).
 RECIPES: tuple[str, ...] = ("rope_lib", "float32", "bfloat16_tables", "bfloat16_positions")
@@ -312,7 +315,8 @@ def symbolic_rotation_matrix(
     Parameters
     ----------
     m : sympy expression or str
-        The position (a str is made a real symbol).
+        The position; a str must name a symbol (a Python identifier such as ``"m"``) and
+        is made a real symbol.
     d : int
         Head dimension; an even integer from 2 to 128 (``d**2`` sympy entries).
     layout : {"interleaved", "half"}
@@ -338,8 +342,11 @@ def symbolic_rotation_matrix(
             f"symbols, e.g. 'theta'), got {_describe(symbol)}"
         )
     if isinstance(m, str):
-        if not m.strip():
-            raise ValueError("m must be a sympy expression or a non-empty str")
+        if not m.isidentifier():
+            raise ValueError(
+                f"m must be a sympy expression or a str that names a symbol (a Python "
+                f"identifier such as 'm'), got {m!r:.80}"
+            )
         m = sp.Symbol(m, real=True)
     if not isinstance(m, sp.Expr):
         raise TypeError(f"m must be a sympy expression or a str, got {_describe(m)}")
@@ -374,6 +381,14 @@ def apply_rope(x: Any, positions: Any, base: float = 10000.0, layout: str = "int
     float32 round-off (error below 1e-6 for unit-scale inputs) at positions up to
     :math:`10^7` and bases up to :math:`10^9`; float16 and bfloat16 inputs are rotated in
     float32 and rounded once at the end.
+
+    Non-finite inputs: ``x`` is not scanned for ``nan`` or ``inf`` (that would cost a pass
+    over every query and key of a training step); they propagate as in torch's and numpy's
+    own arithmetic.  A ``nan`` makes its pair :math:`(a_i, b_i)` ``nan``; an ``inf`` makes
+    its pair non-finite, and where the cosine or the sine of the angle is exactly zero (at
+    position 0 the sine is) the product ``inf * 0 = nan`` turns the partner coordinate into
+    ``nan``: ``apply_rope(x, [0])`` with ``x[0, 0] = inf`` gives ``(inf, nan)`` in pair 0.
+    Other pairs and other rows are unaffected.
 
     Autograd: both layouts are differentiable with respect to a torch ``x``.  When ``x``
     requires grad (with grad mode on) the half layout builds its result out of place;
@@ -504,6 +519,13 @@ def apply_rope_matrix(
     shape ``(T, d, d)``, and multiplies; :math:`O(T d^2)` work and memory instead of
     :math:`O(T d)`, which is why no real model does it.  For teaching and checking only.
 
+    Non-finite inputs are not refused; they propagate as in numpy's own arithmetic, and
+    since every entry of :math:`R_{m_t}` (zeros included) multiplies every coordinate of row
+    :math:`t`, they spread over the whole row, not only over their pair as in
+    :func:`apply_rope`: a ``nan`` makes the row ``nan``; an ``inf`` makes every coordinate
+    whose entry of :math:`R_{m_t}` against it is zero ``nan`` (``inf * 0 = nan``) and the
+    others infinite.  Other rows are unaffected.
+
     Parameters
     ----------
     x : array-like, shape (..., T, d)
@@ -582,6 +604,12 @@ def llama_apply_rotary_emb(xq: Any, xk: Any, freqs_cis: Any) -> tuple[Any, Any]:
     (``xq.float()``); float64 inputs are rotated in float64 (with a complex64 table the
     product is promoted to complex128), so that ``torch.autograd.gradcheck`` can check the
     route.  The route is differentiable with respect to ``xq``, ``xk`` and ``freqs_cis``.
+
+    Non-finite inputs are not scanned for, as in the LLaMA code: they propagate through the
+    complex product as in torch's own arithmetic.  A ``nan`` makes its pair ``nan``; an
+    ``inf`` makes its pair non-finite, and where the phasor's real or imaginary part is
+    exactly zero (at position 0 the imaginary part is) ``inf * 0 = nan`` turns the partner
+    coordinate into ``nan``.  Other pairs, positions and heads are unaffected.
 
     Parameters
     ----------
@@ -703,6 +731,12 @@ def apply_rotate_half(x: Any, cos: Any, sin: Any) -> Any:
 
     ``x``, ``cos`` and ``sin`` are all floating numpy arrays or all floating torch tensors
     (differentiable with respect to each of them); ``d`` is even.
+
+    Non-finite inputs are not scanned for, as in Hugging Face's code: they propagate as in
+    torch's and numpy's own arithmetic.  A ``nan`` in coordinate :math:`i` makes
+    coordinates :math:`i` and :math:`i \pm d/2` ``nan``; an ``inf`` makes them non-finite,
+    and where ``sin`` or ``cos`` is exactly zero (``sin`` at position 0) ``inf * 0 = nan``
+    turns the partner coordinate into ``nan``.  Other pairs and rows are unaffected.
     """
     x, is_torch = _check_x(x, min_ndim=1)
     cos = _check_table_like(cos, "cos", x, is_torch)
@@ -840,6 +874,12 @@ def qk_scores(
     -------
     numpy.ndarray
         float64, shape ``(n_heads, T, T)``.
+
+    Raises
+    ------
+    ValueError
+        Besides the argument checks: ``x``, the weights or the biases so large that a score
+        overflows float64 (the message names them).
     """
     n_heads = check_positive_int(n_heads, "n_heads")
     n_kv = n_heads if n_kv_heads is None else check_positive_int(n_kv_heads, "n_kv_heads")
@@ -876,9 +916,18 @@ def qk_scores(
         y = x @ W.T + (0.0 if b is None else b)
         return apply_rope(y.reshape(T, count, d).transpose(1, 0, 2), pos, base, layout)
 
-    q = heads(W_q, biases[0], n_heads)
-    k = np.repeat(heads(W_k, biases[1], n_kv), n_heads // n_kv, axis=0)
-    return q @ k.transpose(0, 2, 1)
+    # Overflow shows up in the scores themselves (an inf in q or k makes them inf or nan),
+    # so one check of the (n_heads, T, T) result covers every step; apply_rope is unchanged.
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = heads(W_q, biases[0], n_heads)
+        k = np.repeat(heads(W_k, biases[1], n_kv), n_heads // n_kv, axis=0)
+        scores = q @ k.transpose(0, 2, 1)
+    if not np.all(np.isfinite(scores)):
+        raise ValueError(
+            "x, W_q and W_k (with b_q, b_k) are so large that the scores q^T k overflow "
+            "float64; scale x or the weights down"
+        )
+    return scores
 
 
 # ---------------------------------------------------------------------- accuracy
@@ -1101,8 +1150,8 @@ def _as_numpy(x: Any) -> Any:
 
 
 def _linear_inputs(q: Any, k: Any, positions: Any, base: float, layout: str):
-    q, _ = _check_x(_as_numpy(q), "q")
-    k, _ = _check_x(_as_numpy(k), "k")
+    q = check_real_array(_check_x(_as_numpy(q), "q")[0], "q")
+    k = check_real_array(_check_x(_as_numpy(k), "k")[0], "k")
     if q.shape != k.shape:
         raise ValueError(f"q and k must have the same shape, got {q.shape} and {k.shape}")
     pos = _positions(positions)
@@ -1133,7 +1182,7 @@ def linear_attention_weights(
     (numpy.ndarray, numpy.ndarray)
         ``N`` and ``D``, float64, shape ``(..., T, T)``.
     """
-    q, _ = _check_x(_as_numpy(q), "q")
+    q = check_real_array(_check_x(_as_numpy(q), "q")[0], "q")
     T = q.shape[-2]
     check_elements(
         2 * (q.size // q.shape[-1]) * T,
@@ -1270,6 +1319,9 @@ def time_rope_routes(
     torch runs on one thread during the measurement (the previous setting is restored).  The
     numbers are measurements on the machine that runs the call; nothing here asserts a time.
 
+    ``seed`` is any integer >= 0; torch's generator takes 64 bits, so it is seeded with
+    ``seed % 2**63`` (seeds below :math:`2^{63}` are used as they are).
+
     Limits: ``repeats <= 1000``, and ``repeats * batch * heads * T * d**2`` (the explicit
     route's multiply-adds) at most :math:`2^{32}`; the defaults use about 5 % of that budget.
 
@@ -1302,7 +1354,7 @@ def time_rope_routes(
             f"repeats * batch * heads * T * d * d = {work} multiply-adds of the explicit route "
             f"exceed the timing budget of {_MAX_TIMING_WORK} (2**32); lower repeats or the shape"
         )
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed % (1 << 63))
     q, k = torch.randn(2, batch, heads, T, d, generator=gen)
     q_l, k_l = q.transpose(1, 2), k.transpose(1, 2)  # LLaMA's (batch, T, heads, d) views
     q_np, k_np = q.numpy(), k.numpy()
@@ -1354,7 +1406,8 @@ def plot_rotation_2d(
     Parameters
     ----------
     q, k : pair of float
-        The query and the key (2-D).
+        The query and the key (2-D), finite, entries of magnitude at most 1e100 (so that
+        the lengths, the axis limits and the score stay finite).
     theta_2d : float
         The frequency :math:`\theta` (radians per position).
     positions : sequence of (m, n)
@@ -1366,8 +1419,8 @@ def plot_rotation_2d(
         Panel ``j`` holds four annotations (arrows) ending at ``q``, ``k``, ``R_m q``,
         ``R_n k``, in this order.
     """
-    q = check_real_array(q, "q", ndim=1)
-    k = check_real_array(k, "k", ndim=1)
+    q = check_real_array(q, "q", ndim=1, max_abs=_MAX_ARROW)
+    k = check_real_array(k, "k", ndim=1, max_abs=_MAX_ARROW)
     for name, vec in (("q", q), ("k", k)):
         if vec.shape != (2,):
             raise ValueError(f"{name} must be a finite 2-vector, got shape {vec.shape}")

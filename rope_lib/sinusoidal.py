@@ -490,7 +490,9 @@ def shift_isometry(vectors: Any, atol: float = 1e-9) -> np.ndarray:
         \boldsymbol p_n\rangle\rvert`, for the Toeplitz test.  Singular values of the rows
         below :math:`\sqrt{\text{atol}}` times the largest count as zero, so a pair that
         barely turns over the given positions (a slow frequency, few positions) is treated
-        as constant; give enough positions for every pair to turn visibly.
+        as constant; give enough positions for every pair to turn visibly.  A relative
+        tolerance, so ``0 < atol < 1``: at ``atol >= 1`` even the largest singular value
+        would count as zero and nothing would be left to act on.
 
     Returns
     -------
@@ -511,7 +513,7 @@ def shift_isometry(vectors: Any, atol: float = 1e-9) -> np.ndarray:
             f"vectors must be a 2-D array with at least 2 rows (positions 0, 1, ...), "
             f"got shape {arr.shape}"
         )
-    atol = check_real(atol, "atol", low=0.0, low_open=True, high_open=True)
+    atol = check_real(atol, "atol", low=0.0, high=1.0, low_open=True, high_open=True)
     check_elements(
         max(arr.shape[0], arr.shape[1]) ** 2,
         "the Gram matrix and the map U (N x N and D x D for vectors of shape (N, D))",
@@ -525,7 +527,8 @@ def shift_isometry(vectors: Any, atol: float = 1e-9) -> np.ndarray:
     if spread > atol * scale:
         raise ValueError(
             f"the inner products do not depend on m - n only: diagonal_spread of the Gram "
-            f"matrix is {spread:.3g} > {atol:.1e} * {scale:.3g}"
+            f"matrix is {spread:.3g} > atol * {scale:.3g} with atol = {atol:.1e} (if that "
+            f"spread is round-off, raise atol)"
         )
     _, sv, vt = np.linalg.svd(arr, full_matrices=False)
     rank = int(np.sum(sv > np.sqrt(atol) * sv[0]))
@@ -536,7 +539,8 @@ def shift_isometry(vectors: Any, atol: float = 1e-9) -> np.ndarray:
     if sv_before.shape[0] < rank or sv_before[rank - 1] <= np.sqrt(atol) * sv[0]:
         raise ValueError(
             f"p_0, ..., p_(N-2) span fewer than the {rank} dimensions of span(p_m): the shift "
-            f"is not determined on the whole span; supply more positions"
+            f"is not determined on the whole span; supply more positions (or, if the "
+            f"smallest singular values are round-off, raise atol = {atol:.1e})"
         )
     u_v = np.linalg.lstsq(before, after, rcond=None)[0].T  # after = before @ U_V^T
     d_full = arr.shape[1]

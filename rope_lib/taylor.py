@@ -84,6 +84,10 @@ __all__ = [
 _MAX_DPS = 1000
 #: Largest number of perturbation sizes ``eps`` along one ray (each costs an mpmath evaluation).
 _MAX_EPS = 4096
+#: Largest magnitude of an entry of ``point`` (base point and directions).  The checks are
+#: about unit-scale inputs (:func:`demo_point`); at 1e300 the terms are ~1e300, every digit
+#: of the remainder is lost to round-off, and the "remainder" comes back as 0.
+_MAX_POINT = 1e6
 
 #: The six terms of the expansion, in the order of the chapter's equation.
 TERM_NAMES: tuple[str, ...] = (
@@ -423,10 +427,15 @@ def demo_point(d: int = 2, seed: int = 0) -> dict[str, np.ndarray]:
     }
 
 
-def _point(values: Any, name: str, size: int) -> np.ndarray:
-    arr = check_real_array(values, name)
+def _point(point: dict[str, Any], key: str, size: int) -> np.ndarray:
+    """``point[key]`` as a float64 vector of length ``size``; refusals name ``point['key']``."""
+    name = f"point[{key!r}]"
+    arr = check_real_array(point[key], name, max_abs=_MAX_POINT)
     if arr.shape != (size,):
-        raise ValueError(f"{name} must have shape ({size},), got {arr.shape}")
+        raise ValueError(
+            f"{name} must have shape ({size},) (one entry per coordinate of the model's "
+            f"{key[-3:]}), got {arr.shape}"
+        )
     return arr
 
 
@@ -443,11 +452,13 @@ def _eps(eps: Any) -> np.ndarray:
 
 
 def _finite(values: list[float], what: str) -> np.ndarray:
-    """The float64 results of an mpmath evaluation; refuse eps whose results overflow."""
+    """The float64 results of an mpmath evaluation; refuse a point and eps whose results
+    overflow."""
     out = np.array(values, dtype=np.float64)
     if not np.all(np.isfinite(out)):
         raise ValueError(
-            f"eps holds perturbation sizes so large that {what} overflows float64; use smaller eps"
+            f"eps (with point) holds perturbation sizes so large that {what} overflows "
+            "float64; use smaller eps or a smaller point"
         )
     return out
 
@@ -462,8 +473,8 @@ def _ray(expansion: SecondOrderExpansion, point: dict[str, Any], eps: Any, dps: 
     if missing:
         raise ValueError(f"point is missing the keys {sorted(missing)}")
     dm, dn = len(expansion.x_m), len(expansion.x_n)
-    x = np.concatenate([_point(point["x_m"], "x_m", dm), _point(point["x_n"], "x_n", dn)])
-    u = np.concatenate([_point(point["u_m"], "u_m", dm), _point(point["u_n"], "u_n", dn)])
+    x = np.concatenate([_point(point, "x_m", dm), _point(point, "x_n", dn)])
+    u = np.concatenate([_point(point, "u_m", dm), _point(point, "u_n", dn)])
     eps = _eps(eps)
     dps = check_positive_int(
         dps,
@@ -536,7 +547,9 @@ def expansion_error(
         :math:`x` and :math:`p`.
     point : dict
         ``x_m``, ``x_n`` (base point) and ``u_m``, ``u_n`` (directions), as from
-        :func:`demo_point`.
+        :func:`demo_point`: finite vectors of the model's widths, entries of magnitude at
+        most 1e6 (beyond that the remainder drowns in round-off of the large terms and
+        would come back as 0); refusals name the entry, e.g. ``point['x_m']``.
     eps : array_like
         Positive perturbation sizes :math:`\varepsilon`, at most 4096 of them; sizes so large
         that a result overflows float64 are refused.
@@ -728,6 +741,12 @@ def plot_error_order(
     if fit.sum() < 2:
         raise ValueError(f"fit_max must leave at least two eps values to fit, got {fit_max}")
     err = expansion_error(expansion, point, eps)
+    if np.any(err[fit] <= 0):
+        raise ValueError(
+            f"the remainder is 0 in float64 at some eps <= fit_max = {fit_max!r} for this "
+            "point (the model is exactly quadratic along the ray, or its remainder "
+            "underflows); there is no slope to fit: choose another point or larger eps"
+        )
     slope = loglog_slope(eps[fit], err[fit])
     intercept = np.mean(np.log(err[fit]) - slope * np.log(eps[fit]))
     fig, ax = plotting.new_figure(width=6.4, height=4.2)

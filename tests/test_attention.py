@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -715,3 +716,85 @@ def test_attention_overflow_is_refused_not_nan():
     np.testing.assert_array_equal(w, [[1.0, 0.0]])
     with pytest.raises(ValueError, match="q and k"):
         att.attention_weights(q * 1e10, k * 1e10)
+
+
+# --------------------------------------------------------------------- fuzz regressions
+
+
+@pytest.mark.parametrize(
+    "scores", [np.zeros(0), np.zeros((2, 0)), torch.zeros(0), torch.zeros(3, 0)]
+)
+def test_softmax_over_no_scores_is_refused_by_name(scores):
+    """Fuzz item 20: softmax(np.zeros(0)) raised numpy's "zero-size array to reduction
+    operation maximum"; a softmax over an empty axis is refused, naming scores."""
+    with pytest.raises(ValueError, match=r"scores must have at least one entry along axis"):
+        att.softmax(scores)
+
+
+def test_softmax_over_a_non_empty_axis_of_an_empty_array_is_empty():
+    """Only the softmax axis must be non-empty: no rows of three scores give no rows."""
+    out = att.softmax(np.zeros((0, 3)))
+    assert out.shape == (0, 3)
+
+
+@pytest.mark.parametrize("use_torch", [False, True])
+def test_self_attention_overflow_names_x(use_torch):
+    """Fuzz item 22: self_attention and equivariance_gap of a huge x named q and k, which
+    the caller never passed; the refusal names x."""
+    x = np.random.default_rng(0).standard_normal((3, 2)) * 1e300
+    w = np.eye(2)
+    args = [x, w, w, w]
+    if use_torch:
+        args = [torch.tensor(a) for a in args]
+    with pytest.raises(ValueError, match=r"^x \(with w_q and w_k\) is so large"):
+        att.self_attention(*args)
+    with pytest.raises(ValueError, match=r"^x \(with w_q and w_k\) is so large"):
+        att.equivariance_gap(args[0], [2, 0, 1], *args[1:])
+    # values that overflow (a huge w_v) are refused too, naming x and w_v
+    big_v = np.full((3, 2), 10.0), w, w, w * 1e308
+    if use_torch:
+        big_v = tuple(torch.as_tensor(a) for a in big_v)
+    with pytest.raises(ValueError, match=r"^x \(with w_v\) is so large"):
+        att.self_attention(*big_v)
+
+
+def test_attention_weights_overflow_still_names_q_and_k():
+    q = np.array([[1e160, 0.0]])
+    with pytest.raises(ValueError, match=r"^q and k are so large"):
+        att.scaled_dot_product_attention(q, q, q)
+
+
+@pytest.mark.parametrize("plot", [att.plot_reordering_weights, att.plot_token_output])
+def test_figures_name_position_scale_when_scores_overflow(plot):
+    """Fuzz item 23: position_scale=1e300 was refused as "positions are so large"; the
+    figures take no positions, so the refusal names position_scale."""
+    with pytest.raises(ValueError, match=r"^position_scale = 1e\+300 is so large"):
+        plot(position_scale=1e300)
+
+
+def test_sentence_attention_still_names_positions():
+    with pytest.raises(ValueError, match=r"^positions are so large"):
+        att.sentence_attention("a b", 2, 0, positions=np.full((2, 2), 1e300))
+
+
+@pytest.mark.parametrize("bad", [sp.nan, sp.oo, -sp.oo, sp.zoo, sp.Symbol("a") + sp.oo])
+@pytest.mark.parametrize("where", ["query", "tokens[1]", "w_q", "w_k", "w_v"])
+def test_symbolic_attention_row_refuses_non_finite_entries(bad, where):
+    """Fuzz item 4: a nan query (or nan w_q, w_k) raised AttributeError from inside sympy;
+    every argument with a non-finite entry is refused by name."""
+    one = sp.Matrix([1, 0])
+    args = {
+        "query": one,
+        "tokens": [one, sp.Matrix([0, 1])],
+        "w_q": sp.eye(2),
+        "w_k": sp.eye(2),
+        "w_v": sp.eye(2),
+    }
+    if where == "tokens[1]":
+        args["tokens"] = [one, sp.Matrix([bad, 1])]
+    elif where == "query":
+        args["query"] = sp.Matrix([bad, bad])
+    else:
+        args[where] = sp.Matrix([[bad, 0], [0, 1]])
+    with pytest.raises(ValueError, match=rf"^{re.escape(where)} must have finite entries"):
+        att.symbolic_attention_row(**args)

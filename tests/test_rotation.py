@@ -15,12 +15,14 @@ Expected values come from routes independent of the code under test:
 from __future__ import annotations
 
 import math
+import warnings
 from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
 import mpmath
 import numpy as np
 import pytest
+import sympy as sp
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -1154,3 +1156,151 @@ def test_numeric_routes_do_not_load_sympy_or_matplotlib():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = {name.split(".")[0] for name in json.loads(out.stdout.splitlines()[-1])}
     assert not loaded & {"sympy", "matplotlib", "mpmath"}
+
+
+# --------------------------------------------------------------------- fuzz regressions
+
+
+@pytest.mark.parametrize("m", ["1+", "m n", "", " ", "2*m", "m)"])
+def test_symbolic_rotation_matrix_refuses_a_str_that_names_no_symbol(m):
+    """Fuzz item 11: symbolic_rotation_matrix("1+", 2) built a symbol named "1+"; a str
+    must name a symbol (a Python identifier), as in symbolic_encoding."""
+    with pytest.raises(ValueError, match=r"^m must be a sympy expression or a str that names"):
+        rope_lib.symbolic_rotation_matrix(m, 2)
+    R = rope_lib.symbolic_rotation_matrix("m_1", 2)
+    assert R.free_symbols == {sp.Symbol("m_1", real=True), sp.Symbol("theta_0", real=True)}
+
+
+@pytest.mark.parametrize(
+    "scales",
+    [{"x": 1e300}, {"x": 1e160}, {"W_q": 1e200, "W_k": 1e200}, {"b_q": 1e200, "b_k": 1e200}],
+)
+def test_qk_scores_refuses_scores_that_overflow(scales):
+    """Fuzz item 17: qk_scores(np.full((3, 6), 1e300), ...) returned inf and -inf scores
+    with an overflow warning; it is refused, naming x and the weights, with no warning."""
+    args = {"x": np.ones((3, 6)), "W_q": np.eye(6), "W_k": np.eye(6)}
+    args |= {"b_q": np.zeros(6), "b_k": np.zeros(6)}
+    for name, scale in scales.items():
+        args[name] = args[name] * scale + (scale if name.startswith("b_") else 0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"^x, W_q and W_k \(with b_q, b_k\) are so large"):
+            qk_scores(n_heads=3, positions=[0, 1, 2], **args)
+
+
+def test_qk_scores_just_below_overflow_is_finite():
+    x = np.zeros((2, 2))
+    x[:, 0] = 1e150
+    scores = qk_scores(x, np.eye(2), np.eye(2), 1, [0, 0])
+    np.testing.assert_allclose(scores, np.full((1, 2, 2), 1e300), rtol=1e-12)
+
+
+NONFINITE_ROUTES = ["numpy", "torch", "torch grad", "half numpy", "half torch", "half grad"]
+
+
+@pytest.mark.parametrize("route", NONFINITE_ROUTES)
+def test_apply_rope_non_finite_inputs_propagate_pairwise(route):
+    """Fuzz item 18, documented behaviour: apply_rope does not scan x for nan or inf (no
+    extra pass on the training path); an inf at position 0 gives (inf, nan) in its pair
+    (sin 0 = 0 and inf * 0 = nan), a nan makes its pair nan, other pairs and rows are the
+    finite rotation."""
+    layout = "half" if route.startswith("half") else "interleaved"
+    (a0, b0), (a1, b1) = pairs(4, layout)[:2]
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    x[0, a0] = np.inf
+    x[1, b1] = np.nan
+    pos = [0, 5, 9]
+    if "numpy" in route:
+        with np.errstate(invalid="ignore"):
+            out = apply_rope(x, pos, layout=layout)
+    else:
+        xt = torch.tensor(x, requires_grad="grad" in route)
+        out = apply_rope(xt, pos, layout=layout).detach().numpy()
+    assert out[0, a0] == np.inf and np.isnan(out[0, b0])
+    assert np.isnan(out[1, a1]) and np.isnan(out[1, b1])
+    finite = rope_2x2(np.nan_to_num(x, nan=0.0, posinf=0.0), pos, layout=layout)
+    mask = np.ones_like(out, dtype=bool)
+    mask[0, [a0, b0]] = mask[1, [a1, b1]] = False
+    np.testing.assert_allclose(out[mask], finite[mask], rtol=1e-12, atol=1e-12)
+
+
+def test_apply_rope_matrix_non_finite_input_spoils_its_row():
+    """Documented: every entry of R_m (zeros included) meets every coordinate of its row.
+    At position 0 (R = I) an inf in coordinate 2 stays inf and every other coordinate of the
+    row is 0 * inf = nan; at position 3 its pair partner is infinite too; a nan spoils the
+    whole row; other rows are untouched."""
+    x = np.random.default_rng(1).standard_normal((4, 4))
+    x[0, 2] = x[1, 2] = np.inf
+    x[2, 1] = np.nan
+    with np.errstate(invalid="ignore"):
+        out = apply_rope_matrix(x, [0, 3, 5, 7])
+    assert out[0, 2] == np.inf and np.all(np.isnan(out[0, [0, 1, 3]]))
+    assert np.all(np.isinf(out[1, [2, 3]])) and np.all(np.isnan(out[1, [0, 1]]))
+    assert np.all(np.isnan(out[2]))
+    np.testing.assert_allclose(out[3], rope_2x2(x[3:], [7])[0], atol=1e-12)
+
+
+def test_rotate_half_and_llama_routes_propagate_non_finite_inputs():
+    """Documented: apply_rotate_half and llama_apply_rotary_emb, like the peers they copy,
+    do not scan for nan or inf; an inf at position 0 gives (inf, nan) in its pair."""
+    x = torch.ones(2, 4)
+    x[0, 0] = torch.inf
+    cos, sin = rotate_half_cos_sin([0, 1], 4)
+    out = apply_rotate_half(x, cos, sin)
+    assert out[0, 0] == torch.inf and torch.isnan(out[0, 2])
+    assert torch.isfinite(out[0, [1, 3]]).all() and torch.isfinite(out[1]).all()
+    xq = x.reshape(1, 2, 1, 4)
+    oq, ok = llama_apply_rotary_emb(xq, xq.clone(), llama_precompute_freqs_cis(4, 2))
+    for o in (oq, ok):
+        assert o[0, 0, 0, 0] == torch.inf and torch.isnan(o[0, 0, 0, 1])
+        assert torch.isfinite(o[0, 0, 0, 2:]).all() and torch.isfinite(o[0, 1]).all()
+
+
+@pytest.mark.parametrize(
+    "func",
+    [apply_rope, apply_rope_matrix, apply_rotate_half, llama_apply_rotary_emb],
+)
+def test_non_finite_behaviour_is_documented(func):
+    doc = " ".join(func.__doc__.split())
+    assert "Non-finite inputs" in doc and "inf * 0 = nan" in doc
+
+
+@pytest.mark.parametrize("q_or_k", ["q", "k"])
+@pytest.mark.parametrize("weights", [False, True])
+def test_linear_attention_names_non_finite_q_or_k(q_or_k, weights):
+    """Fuzz item 21: a nan in q (or k) was refused as "x must be finite", x being the
+    argument of the feature map; the refusal names q or k."""
+    q, k = np.ones((2, 4)), np.ones((2, 4))
+    (q if q_or_k == "q" else k)[1, 2] = np.nan
+    with pytest.raises(ValueError, match=rf"^{q_or_k} must be finite"):
+        if weights:
+            linear_attention_weights(q, k, [0, 1])
+        else:
+            linear_attention(q, k, np.ones((2, 3)), [0, 1])
+
+
+@pytest.mark.parametrize("arg", ["q", "k"])
+def test_plot_rotation_2d_bounds_the_arrows(arg):
+    """Fuzz item 24: q = (1e300, 3e299) reached matplotlib ("Axis limits cannot be NaN or
+    Inf"); entries beyond 1e100 are refused by name, 1e100 itself is drawn."""
+    with pytest.raises(ValueError, match=rf"^{arg} must have magnitude <= 1e\+100"):
+        rope_lib.plot_rotation_2d(**{arg: (1e300, 3e299)})
+    fig = rope_lib.plot_rotation_2d(**{arg: (1e100, -1e100)})
+    lo, hi = fig.axes[0].get_xlim()
+    assert np.isfinite([lo, hi]).all() and hi >= 1e100
+    plt.close(fig)
+
+
+def test_time_rope_routes_accepts_any_seed():
+    """Fuzz item 25: seed = 2**64 + 5 overflowed torch's generator; the seed is reduced
+    modulo 2**63, as documented."""
+    times = time_rope_routes(T=8, d=8, repeats=1, seed=2**64 + 5)
+    assert list(times) == [
+        "explicit matrix",
+        "LLaMA complex",
+        "rotate_half",
+        "apply_rope interleaved",
+        "apply_rope half",
+        "copy",
+    ]
+    assert all(t > 0 for t in times.values())

@@ -354,7 +354,7 @@ def test_shift_isometry_refuses_what_it_cannot_do():
         shift_isometry([[1.0, 0.0]])
     with pytest.raises(ValueError, match="all zero"):
         shift_isometry(np.zeros((4, 3)))
-    with pytest.raises(ValueError, match=r"atol must be a finite real number in \(0.0, inf\)"):
+    with pytest.raises(ValueError, match=r"atol must be a finite real number in \(0.0, 1.0\)"):
         shift_isometry(np.eye(2), atol=0.0)
     with pytest.raises(ValueError, match="u must be orthogonal"):
         orthogonal_normal_form([[1.0, 1.0], [0.0, 1.0]])
@@ -693,3 +693,23 @@ def test_figure_sizes_are_bounded_by_name():
         plot_encoding(length=65537, d=64)
     with pytest.raises(ValueError, match=r"length must be an integer <= 64\b"):
         plot_encoding(length=65, d=1 << 16)
+
+
+@pytest.mark.parametrize("atol", [1.0, 2.0, 2**63, 1e300])
+def test_shift_isometry_refuses_atol_of_one_or_more(atol):
+    """Fuzz item 2: atol is relative; at atol >= 1 even the largest singular value counted as
+    zero and the rank-0 basis raised IndexError.  Now a ValueError names atol."""
+    vectors = sinusoidal(np.arange(40), 4, base=10.0)
+    with pytest.raises(ValueError, match=r"atol must be a finite real number in \(0.0, 1.0\)"):
+        shift_isometry(vectors, atol=atol)
+    # just below 1 it still returns the shift map (the encoding's own rotation)
+    u = shift_isometry(vectors, atol=0.5)
+    np.testing.assert_allclose(vectors[1:], vectors[:-1] @ u.T, atol=1e-9)
+
+
+def test_shift_isometry_names_atol_when_round_off_fails_the_toeplitz_test():
+    """A tiny atol turns the round-off of an exact Toeplitz Gram matrix into a refusal; the
+    refusal names atol so the caller knows what to raise."""
+    vectors = sinusoidal(np.arange(40), 4, base=10.0)
+    with pytest.raises(ValueError, match=r"do not depend on m - n only.*raise atol"):
+        shift_isometry(vectors, atol=1e-94)

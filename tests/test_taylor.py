@@ -554,3 +554,53 @@ def test_dps_limit_is_inclusive_and_unusual_forms_agree(output_expansion):
     np.testing.assert_array_equal(
         ty.demo_point(np.int64(3), np.uint8(2))["x_m"], ty.demo_point(3, 2)["x_m"]
     )
+
+
+# --------------------------------------------------------------------- fuzz regressions
+
+
+@pytest.mark.parametrize("key", ["x_m", "x_n", "u_m", "u_n"])
+@pytest.mark.parametrize("check", [ty.expansion_error, ty.term_sizes, ty.interaction_along_ray])
+def test_huge_point_is_refused_by_name(output_expansion, check, key):
+    """Fuzz item 19: x_m = [1e300, 1e300] lost every digit of the remainder to round-off
+    and returned 0 (term_sizes a constant 2e300); entries beyond 1e6 are refused, naming
+    the entry of point."""
+    point = dict(ty.demo_point(2))
+    point[key] = np.array([1e300, 1e300])
+    with pytest.raises(ValueError, match=rf"^point\['{key}'\] must have magnitude <= 1e\+06"):
+        check(output_expansion, point, [1e-2, 1e-1])
+
+
+def test_point_at_the_limit_is_accepted(output_expansion):
+    point = dict(ty.demo_point(2))
+    point["u_m"] = np.array([1e6, -1e6])
+    assert np.all(np.isfinite(ty.expansion_error(output_expansion, point, [1e-3])))
+
+
+@pytest.mark.parametrize("key", ["x_m", "x_n", "u_m", "u_n"])
+def test_bad_point_entries_are_named_as_entries_of_point(output_expansion, key):
+    """Fuzz item 26: the messages named the dict key alone ("x_m must have shape (2,)");
+    they now name point['x_m'], so the caller knows which argument is meant."""
+    wrong_shape = dict(ty.demo_point(2), **{key: np.ones(3)})
+    with pytest.raises(ValueError, match=rf"^point\['{key}'\] must have shape \(2,\)"):
+        ty.expansion_error(output_expansion, wrong_shape, [0.1])
+    not_finite = dict(ty.demo_point(2), **{key: [np.nan, 0.0]})
+    with pytest.raises(ValueError, match=rf"^point\['{key}'\] must be finite"):
+        ty.term_sizes(output_expansion, not_finite, [0.1])
+    text = dict(ty.demo_point(2), **{key: "ab"})
+    with pytest.raises(TypeError, match=rf"^point\['{key}'\] must be real numbers"):
+        ty.interaction_along_ray(output_expansion, text, [0.1])
+
+
+def test_plot_error_order_names_point_not_err(output_expansion):
+    """Fuzz item 26: plot_error_order(point=huge) said "eps and err must be positive"
+    (err is no argument of it).  A huge point is refused by name; a point whose remainder
+    underflows to 0 (a saturated softmax at x = 1000 x_m) says so and names point."""
+    huge = dict(ty.demo_point(2), x_m=np.array([1e300, 1e300]))
+    with pytest.raises(ValueError, match=r"^point\['x_m'\]"):
+        ty.plot_error_order(output_expansion, huge)
+    saturated = dict(ty.demo_point(2))
+    saturated["x_m"] = saturated["x_m"] * 1e3
+    assert np.all(ty.expansion_error(output_expansion, saturated, [1e-3, 1e-2]) == 0.0)
+    with pytest.raises(ValueError, match=r"the remainder is 0 in float64.*point"):
+        ty.plot_error_order(output_expansion, saturated, eps=[1e-3, 1e-2], fit_max=0.1)
