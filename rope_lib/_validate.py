@@ -42,6 +42,14 @@ def _describe(value: Any) -> str:
     return f"{text} of type {type(value).__name__}"
 
 
+def _to_float(value: Any, name: str, what: str) -> float:
+    """``float(value)``; a number beyond float64 (a Python int such as ``10**400``) is refused."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{name} must be {what}, got a number beyond float64 range") from None
+
+
 def check_dim(d: Any, name: str = "d") -> int:
     """Return ``d`` as an ``int`` if it is an even integer in ``[2, MAX_DIM]``, else raise."""
     if _is_bool(d) or not isinstance(d, numbers.Integral):
@@ -63,7 +71,7 @@ def check_base(base: Any, name: str = "base") -> float:
     """Return ``base`` as a ``float`` if it is a finite real number > 1, else raise."""
     if _is_bool(base) or not isinstance(base, numbers.Real):
         raise TypeError(f"{name} must be a real number > 1, got {_describe(base)}")
-    value = float(base)
+    value = _to_float(base, name, "a finite real number > 1")
     if not np.isfinite(value) or value <= 1.0:
         raise ValueError(f"{name} must be a finite real number > 1, got {base!r}")
     return value
@@ -81,7 +89,7 @@ def check_positive_int(
     if _is_bool(value) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be an integer >= {minimum}, got {_describe(value)}")
     if not isinstance(value, numbers.Integral):
-        as_float = float(value)
+        as_float = _to_float(value, name, f"an integer >= {minimum}")
         if not (np.isfinite(as_float) and as_float.is_integer()):
             raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
     value = int(value)
@@ -93,12 +101,18 @@ def check_positive_int(
     return value
 
 
-def check_seed(seed: Any, name: str = "seed") -> int:
-    """Return ``seed`` as an ``int >= 0`` (what ``numpy.random.default_rng`` accepts)."""
+def check_seed(seed: Any, name: str = "seed", maximum: int | None = None) -> int:
+    """Return ``seed`` as an ``int >= 0`` (what ``numpy.random.default_rng`` accepts).
+
+    ``maximum`` (optional) bounds it from above, for generators that take a fixed-width seed
+    (``torch.manual_seed`` takes at most ``2**64 - 1``); a larger seed is refused by name.
+    """
     if _is_bool(seed) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"{name} must be an integer >= 0, got {_describe(seed)}")
     if int(seed) < 0:
         raise ValueError(f"{name} must be an integer >= 0, got {int(seed)}")
+    if maximum is not None and int(seed) > maximum:
+        raise ValueError(f"{name} must be an integer in [0, {maximum}], got a larger value")
     return int(seed)
 
 
@@ -133,7 +147,7 @@ def check_real(
     interval = f"{lo_br}{'-inf' if low is None else low}, {'inf' if high is None else high}{hi_br}"
     if _is_bool(value) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number in {interval}, got {_describe(value)}")
-    x = float(value)
+    x = _to_float(value, name, f"a finite real number in {interval}")
     bad = not np.isfinite(x)
     if low is not None:
         bad = bad or x < low or (low_open and x == low)

@@ -151,11 +151,15 @@ REAL_MODELS: tuple[tuple[str, float, int], ...] = (
 
 #: Width (in u = ln b) of an uncertified leap; also the relative precision actually achieved.
 _LEAP = 1e-9
+#: Cost of one 50-digit mpmath term relative to one float64 term, for the budgets.
+_MP_COST = 4000
 #: Half-width of the windows searched around tracked failing distances.
 _WINDOW = 12
 #: Number of failing distances tracked between full scans.
 _TRACKED = 24
 _U_MAX = math.log(1e300)
+#: Largest number of angles one block of the direct cosine sums holds (32 MiB of float64).
+_BLOCK_TERMS = 1 << 22
 _CACHE = Path(__file__).with_name("data") / "min_base_table.json"
 #: The lengths of the shipped table (``min_base_table()``): the only call that writes the cache.
 _DEFAULT_LOG2_LENGTHS = tuple(range(10, 21))
@@ -168,12 +172,25 @@ MAX_CONTEXT_LENGTH = 1 << 22
 #: Largest ``limit`` of :func:`max_context` (its default): scanning 2**26 distances takes
 #: about a second at d = 128, in blocks of at most 2**21, so memory stays small.
 MAX_HORIZON_LIMIT = 1 << 26
-#: Default budget of the certified sweep of :func:`min_base` / :func:`min_base_search`:
-#: iterations (certified steps, full scans, uncertified leaps) made by one call. The
-#: chapter's whole table (L up to 2**20, d = 128) needs about 30,000 from scratch.
+#: Most (distance, frequency) terms one :func:`max_context` call evaluates: ``limit * d/2``
+#: is at most 2**32 (the default limit 2**26 at d = 128), so a scan stays near a second.
+MAX_HORIZON_TERMS = 1 << 32
+#: Default budget of the certified sweep of :func:`min_base` / :func:`min_base_search`, in
+#: steps of work (see :data:`STEP_TERMS`): one per sweep iteration plus the terms it evaluates,
+#: so a call within the default budget stays within about 30 s (L up to 2**17 from scratch at
+#: d = 128; longer contexts from scratch ask for a larger ``max_steps``).
 DEFAULT_MAX_STEPS = 50_000
+#: Default budget of :func:`min_base_table`, shared by the rows it computes: the chapter's
+#: table (L = 2**10 .. 2**20, d = 128) is computed once (about a minute) and cached.
+TABLE_MAX_STEPS = 3_000_000
 #: Largest budget any ``max_steps`` keyword of this module accepts.
 MAX_STEPS = 10**8
+#: One step of a budget pays for this many evaluated (distance, frequency) terms (at least 64
+#: frequencies are counted per distance, the fixed cost of a distance at small d), on top of
+#: one step per iteration / examined base. Every search of this module charges its budget
+#: this way, so ``max_steps`` bounds the time of a call (roughly 0.5 ms per step), not only
+#: its number of iterations.
+STEP_TERMS = 1 << 16
 
 
 # --------------------------------------------------------------------------------------------
@@ -213,6 +230,21 @@ def _check_rows(rows: Any, name: str, keys: Sequence[str]) -> list[dict]:
         if missing:
             raise ValueError(f"{what}; a row lacks {missing}")
     return out
+
+
+def _work(n_distances: int, d: int, factor: int = 1) -> int:
+    """Steps charged for evaluating ``n_distances`` distances (all d/2 frequencies each)."""
+    return -(-factor * int(n_distances) * max(d // 2, 64) // STEP_TERMS)
+
+
+def _charge(budget: list[int] | None, cost: int) -> None:
+    """Take ``cost`` steps from ``budget[0]``; :class:`_OutOfSteps` when too few are left."""
+    if budget is None:
+        return
+    if budget[0] < cost:
+        budget[0] = 0
+        raise _OutOfSteps
+    budget[0] -= cost
 
 
 def _budget_error(what: str, max_steps: int) -> ValueError:
@@ -341,11 +373,24 @@ def _certified_step(b: np.ndarray, db: np.ndarray, m: np.ndarray, terms: _Terms,
     return h
 
 
-def _first_negative(values: np.ndarray, ms: np.ndarray, d: int, base: float, eps: float) -> int:
-    """Index of the first m with B_m < 0 (values within eps re-checked in mpmath), or -1."""
+def _first_negative(
+    values: np.ndarray,
+    ms: np.ndarray,
+    d: int,
+    base: float,
+    eps: float,
+    budget: list[int] | None = None,
+) -> int:
+    """Index of the first m with B_m < 0 (values within eps re-checked in mpmath), or -1.
+
+    Each 50-digit re-check costs ``budget`` about 4000 float64 terms' worth per frequency.
+    """
     suspects = np.flatnonzero(values < eps)
     for idx in suspects:
-        if values[idx] < -eps or _mp_margin(int(ms[idx]), d, base) < 0:
+        if values[idx] < -eps:
+            return int(idx)
+        _charge(budget, _work(1, d, factor=_MP_COST))
+        if _mp_margin(int(ms[idx]), d, base) < 0:
             return int(idx)
     return -1
 
@@ -384,20 +429,35 @@ def max_context(base: float, d: int = 128, *, limit: int = 1 << 26) -> int:
         maximum=MAX_HORIZON_LIMIT,
         hint="rope_lib.base_bound.MAX_HORIZON_LIMIT = 2**26 bounds the scan",
     )
-    terms = _Terms(d, math.log(base))
-    start, size = 0, 4096
-    while start < limit:
-        stop = min(limit, start + size)
-        values, _ = _scan(terms, start, stop, deriv=False)
-        ms = np.arange(start, stop)
-        idx = _first_negative(values, ms, d, base, _eps(stop, d // 2))
-        if idx >= 0:
-            return int(ms[idx])
-        start, size = stop, min(2 * size, 1 << 21)
+    if limit * (d // 2) > MAX_HORIZON_TERMS:
+        raise ValueError(
+            f"limit * d/2 = {limit} * {d // 2} terms exceeds MAX_HORIZON_TERMS = 2**32, the "
+            "most one max_context scan evaluates (about a second); pass a smaller limit "
+            f"(at most {MAX_HORIZON_TERMS // (d // 2)} for d = {d})"
+        )
+    horizon = _horizon(base, d, limit)
+    if horizon >= 0:
+        return horizon
     raise ValueError(
         f"B_m >= 0 for every m < limit = {limit} at base = {base:g}, d = {d}: the horizon "
         f"exceeds limit; pass a larger limit (at most MAX_HORIZON_LIMIT = {MAX_HORIZON_LIMIT})"
     )
+
+
+def _horizon(base: float, d: int, limit: int, budget: list[int] | None = None) -> int:
+    """First m < limit with B_m < 0, or -1; charges ``budget`` for the distances scanned."""
+    terms = _Terms(d, math.log(base))
+    start, size = 0, 4096
+    while start < limit:
+        stop = min(limit, start + size)
+        _charge(budget, _work(stop - start, d))
+        values, _ = _scan(terms, start, stop, deriv=False)
+        ms = np.arange(start, stop)
+        idx = _first_negative(values, ms, d, base, _eps(stop, d // 2), budget)
+        if idx >= 0:
+            return int(ms[idx])
+        start, size = stop, min(2 * size, 1 << 21)
+    return -1
 
 
 # --------------------------------------------------------------------------------------------
@@ -465,14 +525,13 @@ def _sweep(length: int, d: int, u: float, budget: list[int]) -> tuple[float, lis
     n_steps = n_scans = 0
     h_ref = 0.0
     while True:
-        if budget[0] <= 0:
-            raise _OutOfSteps
-        budget[0] -= 1
+        _charge(budget, 1)
         if u > _U_MAX:
             raise ValueError(f"no base below 1e300 satisfies the bound for L = {length}, d = {d}")
         terms = _Terms(d, u)
         h_best = 0.0
         if tracked.size:
+            _charge(budget, _work(tracked.size * window.size, d))
             b, db = _table(terms, tracked, window, deriv=True)
             m = (tracked[:, None] + window[None, :]).astype(np.float64)
             ok = (m >= 1) & (m < length)
@@ -483,10 +542,11 @@ def _sweep(length: int, d: int, u: float, budget: list[int]) -> tuple[float, lis
                 tracked = _pick(m.astype(np.int64), b, db, h_best)
         if h_best <= 0 or h_best < 0.05 * h_ref or not tracked.size:
             n_scans += 1
+            _charge(budget, _work(length, d))
             b, db = _scan(terms, 0, length, deriv=True)
             ms = np.arange(length)
             base = math.exp(u)
-            if _first_negative(b, ms, d, base, eps) < 0:
+            if _first_negative(b, ms, d, base, eps, budget) < 0:
                 return u, gaps, n_steps, n_scans, float(b.min())
             h = _certified_step(b, db, ms.astype(np.float64), terms, eps)
             h_best = h_ref = float(h.max())
@@ -526,12 +586,15 @@ def min_base_search(
         Head dimension, even, >= 2. For ``d = 2`` no base works once :math:`L \ge 3`
         (:math:`B_2 = \cos 2 < 0`), and a ``ValueError`` says so.
     max_steps : int
-        Budget: the most sweep iterations (certified steps, full scans of all m < L,
-        uncertified leaps) this call may make, over the whole chain of shorter lengths it
-        computes (memoised lengths cost nothing). Default :data:`DEFAULT_MAX_STEPS` = 50,000,
-        at most :data:`MAX_STEPS` = 10**8. The chapter's table (L up to 2**20, d = 128) needs
-        about 30,000 from scratch; small d is much harder (``min_base(512, 4)`` runs out of
-        the default budget, in about 8 s).
+        Budget of work this call may do, over the whole chain of shorter lengths it computes
+        (memoised lengths cost nothing): one step per sweep iteration (certified step, full
+        scan, uncertified leap) plus one per :data:`STEP_TERMS` = 2**16 (distance, frequency)
+        terms evaluated, counting at least 64 frequencies per distance (a full scan of all
+        m < L costs about L / 1024 steps for d <= 128). So the budget bounds the time, about
+        0.5 ms per step: the default :data:`DEFAULT_MAX_STEPS` = 50,000 (at most
+        :data:`MAX_STEPS` = 10**8) finishes or runs out within about 30 s. It covers L up to
+        2**17 from scratch at d = 128; ``min_base(2**22, 16)`` and small d such as
+        ``min_base(512, 4)`` run out of it and ask for a larger ``max_steps``.
 
     Returns
     -------
@@ -549,6 +612,20 @@ def min_base_search(
         )
     try:
         return _search(length, d, [max_steps])
+    except _OutOfSteps:
+        raise _budget_error(
+            f"the certified sweep of min_base for context_length = {length}, d = {d}", max_steps
+        ) from None
+
+
+def _search_checked(length: int, d: int, budget: list[int], max_steps: int) -> BaseSearch:
+    """min_base_search for checked arguments with a shared ``budget`` (for the table)."""
+    if length <= 2:
+        return BaseSearch(base=1.0, context_length=length, d=d, start=1.0)
+    if d == 2:
+        raise ValueError(f"d = 2: no base satisfies the bound for context_length = {length}")
+    try:
+        return _search(length, d, budget)
     except _OutOfSteps:
         raise _budget_error(
             f"the certified sweep of min_base for context_length = {length}, d = {d}", max_steps
@@ -603,8 +680,9 @@ def min_base(context_length: int, d: int = 128, *, max_steps: int = DEFAULT_MAX_
     d : int
         Head dimension, even, >= 4 for :math:`L \ge 3`.
     max_steps : int
-        Budget of the sweep, as in :func:`min_base_search` (default 50,000); when it runs
-        out a ``ValueError`` says so rather than a possibly wrong base being returned.
+        Budget of the sweep in steps of work, as in :func:`min_base_search` (default 50,000,
+        about 30 s at most); when it runs out a ``ValueError`` says so (and how to raise it)
+        rather than a possibly wrong base being returned.
 
     Returns
     -------
@@ -631,14 +709,14 @@ def _round2(value: float) -> float:
     return float(f"{value:.1e}")
 
 
-def _checks(k: int, base: float, d: int, max_steps: int) -> dict:
+def _checks(k: int, base: float, d: int, budget: list[int], max_steps: int) -> dict:
     """The comparison columns of the chapter's table for L = 2^k."""
     length = 1 << k
     out = {
-        "base_m_le_L": min_base(length + 1, d, max_steps=max_steps),
+        "base_m_le_L": _search_checked(length + 1, d, budget, max_steps).base,
         "round2": _round2(base),
-        "round2_ok": max_context(_round2(base), d) >= length,
-        "grid2": grid_min_base(length, d, exact=True),
+        "round2_ok": _feasible(_round2(base), length, d),
+        "grid2": _grid_min_base(length, d, 2, 100.0, True, budget, max_steps),
     }
     if d == 128 and k in PUBLISHED_MIN_BASE:
         for name, value in zip(("paper", "su"), PUBLISHED_MIN_BASE[k], strict=True):
@@ -653,7 +731,7 @@ def min_base_table(
     d: int = 128,
     *,
     use_cache: bool = True,
-    max_steps: int = DEFAULT_MAX_STEPS,
+    max_steps: int = TABLE_MAX_STEPS,
 ) -> list[dict]:
     r"""The chapter's table: :func:`min_base` for :math:`L = 2^k` and the checks beside it.
 
@@ -685,7 +763,10 @@ def min_base_table(
         ``True`` or ``False`` (nothing else): read the JSON cache (and, for the default
         table only, rewrite it when stale).
     max_steps : int
-        Budget of each sweep, as in :func:`min_base_search`.
+        Budget of the rows computed by this call (sweeps, ``m <= L`` sweeps, grid checks),
+        shared, in steps of work as in :func:`min_base_search`; default
+        :data:`TABLE_MAX_STEPS`, what the shipped table needs from scratch (about a minute:
+        it is computed once and cached). Past it a ``ValueError`` asks for a larger one.
     """
     import time
 
@@ -714,11 +795,12 @@ def min_base_table(
     if all(str(k) in cached for k in ks):
         return [cached[str(k)] for k in ks]
     rows = dict(cached)
+    budget = [max_steps]
     for k in sorted(ks):
         if str(k) in rows:
             continue
         t0 = time.perf_counter()
-        res = min_base_search(1 << k, d, max_steps=max_steps)
+        res = _search_checked(1 << k, d, budget, max_steps)
         rows[str(k)] = {
             "L": 1 << k,
             "base": res.base,
@@ -727,7 +809,7 @@ def min_base_table(
             "n_gaps": len(res.gaps),
             "seconds": time.perf_counter() - t0,
         }
-        rows[str(k)].update(_checks(k, res.base, d, max_steps))
+        rows[str(k)].update(_checks(k, res.base, d, budget, max_steps))
     if use_cache and d == 128 and sorted(set(ks)) == list(_DEFAULT_LOG2_LENGTHS):
         shipped = {str(k): rows[str(k)] for k in _DEFAULT_LOG2_LENGTHS}
         try:
@@ -751,10 +833,16 @@ def brute_force_feasible(base: float, context_length: int, d: int = 128) -> bool
     base = check_base(base)
     length = _check_length(context_length)
     d = check_dim(d)
+    return _brute_force(base, length, d)
+
+
+def _brute_force(base: float, length: int, d: int, budget: list[int] | None = None) -> bool:
+    """:func:`brute_force_feasible` for checked arguments, charging ``budget`` per chunk."""
     freqs = theta(d, base)
-    chunk = 4096
+    chunk = max(16, (1 << 18) // freqs.size)
     for start in range(0, length, chunk):
         m = np.arange(start, min(length, start + chunk), dtype=np.float64)
+        _charge(budget, _work(m.size, d, factor=4))
         if np.cos(np.multiply.outer(m, freqs)).sum(axis=1).min() < 0:
             return False
     return True
@@ -784,8 +872,10 @@ def grid_min_base(
     :math:`\min_m B_m` is within rounding of zero at a grid base.
 
     ``digits`` is at most 15 (float64 holds 15 significant digits). ``max_steps`` (default
-    100,000, at most 10**8) bounds the number of grid bases checked; past it a
-    ``ValueError`` asks for a larger ``max_steps`` (the chapter's table needs under 1,000)."""
+    100,000, at most 10**8) is a budget of work: one step per grid base checked plus one per
+    :data:`STEP_TERMS` (distance, frequency) terms its check evaluates (four times as many
+    for the brute force, which costs more per term), so it bounds the time of the call
+    (about 30 s); past it a ``ValueError`` asks for a larger ``max_steps``."""
     length = _check_length(context_length)
     d = check_dim(d)
     digits = check_positive_int(
@@ -794,20 +884,36 @@ def grid_min_base(
     start = check_base(start, "start")
     exact = check_flag(exact, "exact")
     max_steps = _check_steps(max_steps)
+    return _grid_min_base(length, d, digits, start, exact, [max_steps], max_steps)
+
+
+def _grid_min_base(
+    length: int, d: int, digits: int, start: float, exact: bool, budget: list[int], max_steps: int
+) -> float:
+    """:func:`grid_min_base` for checked arguments, charging ``budget``."""
     exponent = math.floor(math.log10(start)) - (digits - 1)
     mantissa = math.ceil(start / 10.0**exponent)
-    for _ in range(max_steps):
-        if mantissa >= 10**digits:
-            mantissa, exponent = 10 ** (digits - 1), exponent + 1
-        base = mantissa * 10.0**exponent
-        if base > 1e300:
-            raise ValueError(f"no grid base below 1e300 is feasible for L = {length}")
-        check = base_is_feasible if exact else brute_force_feasible
-        if check(base, length, d):
-            return float(f"{mantissa}e{exponent}")
-        mantissa += 1
+    try:
+        while True:
+            _charge(budget, 1)
+            if mantissa >= 10**digits:
+                mantissa, exponent = 10 ** (digits - 1), exponent + 1
+            base = mantissa * 10.0**exponent
+            if base > 1e300:
+                raise ValueError(f"no grid base below 1e300 is feasible for L = {length}")
+            if (
+                _feasible(base, length, d, budget)
+                if exact
+                else _brute_force(base, length, d, budget)
+            ):
+                return float(f"{mantissa}e{exponent}")
+            mantissa += 1
+    except _OutOfSteps:
+        pass
     raise _budget_error(
-        f"grid_min_base for context_length = {length}, d = {d} (from start = {start:g})", max_steps
+        f"grid_min_base for context_length = {length}, d = {d} (from start = {start:g}, "
+        f"digits = {digits}; a finer grid has more points)",
+        max_steps,
     )
 
 
@@ -821,13 +927,14 @@ def base_is_feasible(base: float, context_length: int, d: int = 128) -> bool:
     base = check_base(base)
     length = _check_length(context_length)
     d = check_dim(d)
+    return _feasible(base, length, d)
+
+
+def _feasible(base: float, length: int, d: int, budget: list[int] | None = None) -> bool:
+    """:func:`base_is_feasible` for checked arguments, charging ``budget`` for the scan."""
     if length <= 2:
         return True  # B_0 = d/2 and B_1 > 0 for every base (theta_i in (0, 1])
-    try:
-        max_context(base, d, limit=length)
-    except ValueError:  # no negative B_m below the limit
-        return True
-    return False
+    return _horizon(base, d, length, budget) < 0
 
 
 def _every_larger_base_feasible(base: float, length: int, d: int) -> bool:
@@ -857,27 +964,34 @@ def feasible_window_top(
     which every base is provably feasible (the pairs with :math:`(L-1)\theta_i \le \pi/2`
     keep cosines whose sum outweighs one negative unit for each other pair): the window is
     unbounded. Raises ``ValueError`` if ``base`` itself is infeasible, and if the walk
-    takes more than ``max_steps`` steps (default 10**5, about two seconds; at most 10**8).
+    runs out of its budget ``max_steps`` (default 10**5, at most 10**8): one step per base
+    visited plus one per :data:`STEP_TERMS` (distance, frequency) terms its check evaluates,
+    so the budget bounds the time (about 30 s at most), also at large d.
     """
     base = check_base(base)
     length = _check_length(context_length)
     d = check_dim(d)
     rel_step = check_real(rel_step, "rel_step", 0.0, 1.0, low_open=True, high_open=True)
     max_steps = _check_steps(max_steps)
-    if not base_is_feasible(base, length, d):
-        raise ValueError(f"base = {base!r} is not feasible for L = {length}, d = {d}")
-    top = base
-    for _ in range(max_steps):
-        if _every_larger_base_feasible(top, length, d):
-            return math.inf
-        nxt = top * (1.0 + rel_step)
-        if nxt > 1e300:
-            raise ValueError(f"every base from {base:g} to 1e300 is feasible on this walk")
-        if not base_is_feasible(nxt, length, d):
-            return top
-        top = nxt
+    top, walked = base, 0
+    budget = [max_steps]
+    try:
+        if not _feasible(base, length, d, budget):
+            raise ValueError(f"base = {base!r} is not feasible for L = {length}, d = {d}")
+        while True:
+            _charge(budget, 1 + _work(1, d))
+            if _every_larger_base_feasible(top, length, d):
+                return math.inf
+            nxt = top * (1.0 + rel_step)
+            if nxt > 1e300:
+                raise ValueError(f"every base from {base:g} to 1e300 is feasible on this walk")
+            if not _feasible(nxt, length, d, budget):
+                return top
+            top, walked = nxt, walked + 1
+    except _OutOfSteps:
+        pass
     raise _budget_error(
-        f"feasible_window_top (still feasible after {max_steps} relative steps of {rel_step:g})",
+        f"feasible_window_top (still feasible after {walked} relative steps of {rel_step:g})",
         max_steps,
     )
 
@@ -886,12 +1000,25 @@ def _direct_margins(bases: np.ndarray, ms: np.ndarray, d: int, dtype: type) -> n
     """B_m for each base (rows) and distance (columns), direct cosine sums in ``dtype``."""
     i = np.arange(d // 2, dtype=dtype)
     th = np.asarray(bases, dtype=dtype)[:, None] ** (dtype(-2.0) * i[None, :] / dtype(d))
-    angles = np.asarray(ms, dtype=dtype)[None, :, None] * th[:, None, :]
-    return np.cos(angles).sum(axis=2, dtype=dtype)
+    ms = np.asarray(ms, dtype=dtype)
+    out = np.empty((th.shape[0], ms.size), dtype=dtype)
+    # Blocks of at most 2**22 angles, so no temporary exceeds 32 MiB whatever d and the counts.
+    cols = max(1, min(ms.size, _BLOCK_TERMS // th.shape[1]))
+    rows = max(1, _BLOCK_TERMS // (cols * th.shape[1]))
+    for r in range(0, th.shape[0], rows):
+        for c in range(0, ms.size, cols):
+            angles = ms[None, c : c + cols, None] * th[r : r + rows, None, :]
+            out[r : r + rows, c : c + cols] = np.cos(angles).sum(axis=2, dtype=dtype)
+    return out
 
 
 def _first_passing(
-    bases: np.ndarray, length: int, margins, batch: int = 512, budget: list[int] | None = None
+    bases: np.ndarray,
+    length: int,
+    margins,
+    d: int,
+    batch: int = 512,
+    budget: list[int] | None = None,
 ) -> int:
     """Index of the first base (in the given order) with margins >= 0 for every m < length.
 
@@ -899,26 +1026,30 @@ def _first_passing(
     infeasible only on a negative value it was evaluated at: first at a few *witness*
     distances (those that failed for earlier bases; neighbouring bases of a fine grid
     usually fail at the same m), otherwise by a full scan of all m < length. Returns -1 if
-    no base passes. ``budget[0]``, if given, is the number of bases that may still be
-    examined (a batch uses one per base); :class:`_OutOfSteps` is raised when it runs out.
+    no base passes. ``budget[0]``, if given, is the number of steps of work left: one per
+    base examined plus four per :data:`STEP_TERMS` (distance, frequency) terms of the direct
+    sums (``d`` terms per distance, at least 64); :class:`_OutOfSteps` is raised when it runs
+    out.
     """
     witnesses = np.empty(0, dtype=np.int64)
+
+    def charged(chunk: np.ndarray, ms: np.ndarray) -> np.ndarray:
+        _charge(budget, _work(chunk.size * ms.size, d, factor=4))
+        return margins(chunk, ms)
+
     for lo in range(0, bases.size, batch):
         chunk = bases[lo : lo + batch]
-        if budget is not None:
-            if budget[0] < chunk.size:
-                raise _OutOfSteps
-            budget[0] -= chunk.size
+        _charge(budget, chunk.size)
         alive = np.ones(chunk.size, dtype=bool)
         if witnesses.size:
-            alive = margins(chunk, witnesses).min(axis=1) >= 0
+            alive = charged(chunk, witnesses).min(axis=1) >= 0
         for j in range(chunk.size):
             if not alive[j]:
                 continue
             failing = -1
             for start in range(0, length, 2048):
                 ms = np.arange(start, min(length, start + 2048))
-                values = margins(chunk[j : j + 1], ms)[0]
+                values = charged(chunk[j : j + 1], ms)[0]
                 if values.min() < 0:
                     failing = int(ms[np.argmin(values)])
                     break
@@ -929,7 +1060,7 @@ def _first_passing(
             witnesses = np.unique(np.concatenate([witnesses[-60:], near]))
             rest = np.flatnonzero(alive[j + 1 :]) + j + 1
             if rest.size:
-                bad = margins(chunk[rest], near).min(axis=1) < 0
+                bad = charged(chunk[rest], near).min(axis=1) < 0
                 alive[rest[bad]] = False
     return -1
 
@@ -962,7 +1093,8 @@ def su_min_base(
     Parameters
     ----------
     context_length : int
-        :math:`L \ge 3`.
+        :math:`3 \le L \le` :data:`MAX_CONTEXT_LENGTH` (for :math:`L \le 2` every base
+        works and the search has no lower end).
     d : int
         Head dimension.
     levels : int
@@ -974,11 +1106,18 @@ def su_min_base(
     dtype : numpy float type
         ``np.float64`` (default) or ``np.float32``.
     max_steps : int
-        Budget: the most grid bases examined over all levels (default 200,000, at most
-        10**8). Level k examines about :math:`10^k` bases, so the five levels of Su's code
-        need about 111,000; past the budget a ``ValueError`` asks for a larger one.
+        Budget of work over all levels (default 200,000, at most 10**8): one step per grid
+        base examined plus four per :data:`STEP_TERMS` (distance, frequency) terms of the
+        direct sums, so it bounds the time of the call (about 30 s). Level k examines about
+        :math:`10^k` bases; past the budget a ``ValueError`` asks for a larger one.
     """
-    length = _check_length(context_length)
+    length = check_positive_int(
+        context_length,
+        "context_length",
+        minimum=3,
+        maximum=MAX_CONTEXT_LENGTH,
+        hint="rope_lib.base_bound.MAX_CONTEXT_LENGTH = 2**22 bounds the scans",
+    )
     d = check_dim(d)
     levels = check_positive_int(
         levels, "levels", maximum=7, hint="level k builds a grid of 10**k bases"
@@ -998,17 +1137,17 @@ def su_min_base(
     def margins(bases: np.ndarray, ms: np.ndarray) -> np.ndarray:
         return _direct_margins(bases, ms, d, dtype)
 
-    if _first_passing(np.array([top]), length, margins) < 0:
-        raise ValueError(
-            f"the starting point B = start_factor * L = {top:g} is not feasible for "
-            f"L = {length}: pass a larger start_factor"
-        )
     budget = [max_steps]
     try:
+        if _first_passing(np.array([top]), length, margins, d, budget=budget) < 0:
+            raise ValueError(
+                f"the starting point B = start_factor * L = {top:g} is not feasible for "
+                f"context_length = {length}, d = {d}: pass a larger start_factor"
+            )
         for k in range(1, levels + 1):
             grid = np.linspace(0.0, 1.0, 10**k + 1)[1:] * top
             # grid[-1] = top passes, so an index is always found
-            top = float(grid[_first_passing(grid, length, margins, budget=budget)])
+            top = float(grid[_first_passing(grid, length, margins, d, budget=budget)])
     except _OutOfSteps:
         what = f"su_min_base for context_length = {length}, d = {d}"
         raise _budget_error(what, max_steps) from None
@@ -1117,9 +1256,7 @@ def float32_margin(
     if inv_freq is None:
         inv = theta(d, base).astype(np.float32)
     else:
-        inv = np.asarray(inv_freq)
-        if inv.shape != (d // 2,) or inv.dtype != np.float32:
-            raise ValueError(f"inv_freq must be a float32 array of shape ({d // 2},)")
+        inv = _inv_freq(inv_freq, d)
     flat = ms.ravel().astype(np.float32)
     out = np.empty(flat.shape, dtype=np.float32)
     step = max(1, (1 << 20) // inv.size)
@@ -1128,6 +1265,25 @@ def float32_margin(
         out[s : s + step] = np.cos(ang).sum(axis=1, dtype=np.float32)
     out = out.reshape(ms.shape)
     return out[()] if out.ndim == 0 else out
+
+
+def _inv_freq(inv_freq: Any, d: int, name: str = "inv_freq") -> np.ndarray:
+    """A float32 array of d/2 finite positive frequencies, else a ValueError naming ``name``."""
+    torch = __import__("sys").modules.get("torch")
+    if torch is not None and isinstance(inv_freq, torch.Tensor):
+        inv_freq = inv_freq.detach().cpu().numpy()
+    try:
+        inv = np.asarray(inv_freq)
+    except (ValueError, TypeError) as error:
+        raise TypeError(f"{name} must be a float32 array of shape ({d // 2},)") from error
+    if inv.shape != (d // 2,) or inv.dtype != np.float32:
+        raise ValueError(
+            f"{name} must be a float32 array of shape ({d // 2},), got "
+            f"{getattr(inv, 'dtype', type(inv).__name__)} of shape {inv.shape}"
+        )
+    if not (np.all(np.isfinite(inv)) and np.all(inv > 0)):
+        raise ValueError(f"{name} must hold finite positive frequencies, got nan, inf or <= 0")
+    return inv
 
 
 def float32_min_base(
@@ -1158,8 +1314,10 @@ def float32_min_base(
         Grid spacing and half-width, relative to :math:`b^*`: ``0 < rel_step <= rel_span
         < 0.5``.
     max_steps : int
-        Budget (default 50,000, at most 10**8): of the sweep of :func:`min_base`, and the
-        most grid points, :math:`2J + 1`; a larger grid is refused before any work.
+        Budget (default 50,000, at most 10**8), in steps of work: of the sweep of
+        :func:`min_base`, and separately of the float32 grid scan (one step per grid point
+        plus four per :data:`STEP_TERMS` terms of the float32 sums); a grid of more than
+        ``max_steps`` points, :math:`2J + 1`, is refused before any work.
     """
     length = _check_length(context_length)
     d = check_dim(d)
@@ -1183,12 +1341,19 @@ def float32_min_base(
     grid = exact * (1.0 + rel_step * np.arange(-n, n + 1))
 
     def recipe(b: float):
-        return None if inv_freq is None else inv_freq(float(b))
+        if inv_freq is None:
+            return None
+        return _inv_freq(inv_freq(float(b)), d, "inv_freq(base), the result of inv_freq,")
 
     def margins(bases: np.ndarray, ms: np.ndarray) -> np.ndarray:
         return np.stack([float32_margin(ms, d, float(b), recipe(b)) for b in bases])
 
-    idx = _first_passing(grid, length, margins, batch=64)
+    budget = [max_steps]
+    try:
+        idx = _first_passing(grid, length, margins, d, batch=64, budget=budget)
+    except _OutOfSteps:
+        what = f"float32_min_base for context_length = {length}, d = {d}"
+        raise _budget_error(what, max_steps) from None
     if idx < 0:
         raise ValueError(f"no base within a relative {rel_span:g} of min_base passes in float32")
     if idx == 0:
@@ -1230,7 +1395,8 @@ def similarity_gap_expected(
     d, base : int, float
         Head dimension and base.
     sigma : float
-        Standard deviation of every coordinate (> 0).
+        Standard deviation of every coordinate, in [1e-150, 1e150] (``2 sigma**2`` must be a
+        float64). Means so large that the result overflows float64 are refused.
     mean_q, mean_k : float or array_like
         Means of q and k: a scalar (same value in every coordinate) or a length-d vector.
     """
@@ -1243,8 +1409,10 @@ def similarity_gap_expected(
     freqs = theta(d, base)
     rot = np.exp(1j * np.multiply.outer(ms.astype(np.float64), freqs))
     # mu_q^T R_m v = Re sum_i conj(mu_q_i) v_i e^{i m theta_i} in the interleaved layout.
-    extra = (np.conj(_pairs(mu_q)) * _pairs(mu_q - mu_k) * rot).sum(axis=-1).real
-    out = similarity_margin(ms, d, base) + extra / (2 * sigma**2)
+    with np.errstate(over="ignore", invalid="ignore"):
+        extra = (np.conj(_pairs(mu_q)) * _pairs(mu_q - mu_k) * rot).sum(axis=-1).real
+        out = similarity_margin(ms, d, base) + extra / (2 * sigma**2)
+    _finite_or_refuse(out, "mean_q and mean_k (relative to sigma)")
     return out[()] if np.ndim(out) == 0 else out
 
 
@@ -1295,8 +1463,23 @@ def symbolic_similarity_gap(d: int = 4) -> dict[str, Any]:
     }
 
 
+#: Range of ``sigma`` in which ``2 sigma**2`` is a normal float64 (no overflow, no underflow).
+_SIGMA_RANGE = (1e-150, 1e150)
+
+
 def _check_sigma(sigma: Any) -> float:
-    return check_real(sigma, "sigma", 0.0, low_open=True)
+    lo, hi = _SIGMA_RANGE
+    return check_real(sigma, "sigma", lo, hi)
+
+
+def _finite_or_refuse(values: np.ndarray, names: str) -> np.ndarray:
+    """``values`` if every entry is finite, else a ValueError naming the arguments ``names``."""
+    if not np.all(np.isfinite(values)):
+        raise ValueError(
+            f"{names} are so large that the result overflows float64 (nan or inf); "
+            "pass smaller values"
+        )
+    return values
 
 
 def _mean(mean: Any, d: int, name: str) -> np.ndarray:
@@ -1307,6 +1490,10 @@ def _mean(mean: Any, d: int, name: str) -> np.ndarray:
             f"{name} must be a scalar or a vector of length d = {d}, got shape {arr.shape}"
         )
     return np.broadcast_to(arr, (d,)).astype(np.float64)
+
+
+#: Working arrays of one Monte Carlo sample, in units of n_samples x (d + number of distances).
+_MC_WORK = 8
 
 
 def similarity_gap_monte_carlo(
@@ -1333,6 +1520,11 @@ def similarity_gap_monte_carlo(
     over ``n_samples`` draws (the same draws for every m; RoPE applied in the interleaved
     layout). The half-width is :math:`z_{(1+c)/2}\,\hat s/\sqrt{N}` (normal approximation).
 
+    ``sigma`` lies in [1e-150, 1e150] (so that :math:`2\sigma^2` is a float64); means and
+    ``eps_scale`` so large that the scores or their spread overflow float64 are refused.
+    The call's working arrays (draws, pairs, table of scores) hold about
+    ``8 x n_samples x (d + len(m))`` numbers, at most ``MAX_ELEMENTS`` (2**27).
+
     Returns
     -------
     (estimate, half_width) : tuple of numpy.ndarray
@@ -1349,10 +1541,12 @@ def similarity_gap_monte_carlo(
     eps_scale = check_real(eps_scale, "eps_scale", 0.0)
     confidence = check_real(confidence, "confidence", 0.0, 1.0, low_open=True, high_open=True)
     seed = check_seed(seed)
-    hint = "pass a smaller n_samples"
-    check_elements(n_samples * d, f"the draws, n_samples x d = {n_samples} x {d}", hint)
+    hint = "pass a smaller n_samples (average calls with different seeds for more)"
     check_elements(
-        n_samples * ms.size, f"the table n_samples x len(m) = {n_samples} x {ms.size}", hint
+        _MC_WORK * n_samples * (d + ms.size),
+        f"the working arrays of the call (about {_MC_WORK} x n_samples x (d + len(m)) = "
+        f"{_MC_WORK} x {n_samples} x {d + ms.size} numbers: draws, pairs, table of scores)",
+        hint,
     )
     check_elements(ms.size * (d // 2), "the table of phases, len(m) x d/2")
     if ms.size == 0:
@@ -1361,13 +1555,18 @@ def similarity_gap_monte_carlo(
     q = mu_q + sigma * rng.standard_normal((n_samples, d))
     k = mu_k + sigma * rng.standard_normal((n_samples, d))
     k_star = q + eps_scale * rng.standard_normal((n_samples, d))
-    # q^T R_m v = Re sum_i conj(q_i) v_i e^{i m theta_i} with pairs as complex numbers.
-    h = np.conj(_pairs(q)) * (_pairs(k_star) - _pairs(k))
     phases = np.exp(1j * np.multiply.outer(theta(d, base), ms))
-    diff = (h @ phases).real / (2 * sigma**2)
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    half = z * diff.std(axis=0, ddof=1) / np.sqrt(n_samples)
-    return diff.mean(axis=0), half
+    names = "mean_q, mean_k and eps_scale (relative to sigma)"
+    with np.errstate(over="ignore", invalid="ignore"):
+        # q^T R_m v = Re sum_i conj(q_i) v_i e^{i m theta_i} with pairs as complex numbers.
+        h = np.conj(_pairs(q)) * (_pairs(k_star) - _pairs(k))
+        diff = _finite_or_refuse((h @ phases).real / (2 * sigma**2), names)
+        z = NormalDist().inv_cdf(0.5 + confidence / 2)
+        half = z * diff.std(axis=0, ddof=1) / np.sqrt(n_samples)
+        est = diff.mean(axis=0)
+    _finite_or_refuse(est, names)
+    _finite_or_refuse(half, names)
+    return est, half
 
 
 # --------------------------------------------------------------------------------------------
@@ -1430,8 +1629,9 @@ def plot_monte_carlo_gap(
     m = np.arange(max_distance + 1)
     n_samples = check_positive_int(n_samples, "n_samples", minimum=2)
     check_elements(
-        n_samples * max(d, m.size),
-        f"the Monte Carlo table of n_samples = {n_samples} draws",
+        _MC_WORK * n_samples * (d + m.size),
+        f"the working arrays of the Monte Carlo estimates (about {_MC_WORK} x n_samples x "
+        f"(d + max_distance + 1) = {_MC_WORK} x {n_samples} x {d + m.size} numbers)",
         "pass a smaller n_samples",
     )
     seed = check_seed(seed)
@@ -1543,15 +1743,24 @@ def plot_horizon_vs_base(
 
 def plot_min_base_table(rows: Sequence[dict] | None = None, d: int = 128):
     r"""Figure: :func:`min_base` against L (log axes) with the published values of
-    :data:`PUBLISHED_MIN_BASE`; published values that fail :math:`B_m \ge 0` for some
-    :math:`m < L` are drawn as crosses."""
+    :data:`PUBLISHED_MIN_BASE` (for ``d = 128``, the only head dimension they are for);
+    published values that fail :math:`B_m \ge 0` for some :math:`m < L` are drawn as
+    crosses. ``rows=None`` reads :func:`min_base_table` (cached for ``d = 128``; for another
+    d it is computed with the default budget :data:`DEFAULT_MAX_STEPS` per row, so the call
+    finishes or refuses within about 30 s per row)."""
     d = check_dim(d)
-    rows = _check_rows(rows, "rows", ("L", "base")) if rows is not None else min_base_table(d=d)
+    if rows is None:
+        # The shipped table (d = 128) is cached; other d are computed within the default
+        # budget of min_base_search, so the figure finishes (or refuses) within about 30 s.
+        budget = TABLE_MAX_STEPS if d == 128 else DEFAULT_MAX_STEPS
+        rows = min_base_table(d=d, max_steps=budget)
+    rows = _check_rows(rows, "rows", ("L", "base"))
     lengths = np.array([r["L"] for r in rows])
     ours = np.array([r["base"] for r in rows])
     fig, ax = plotting.new_figure(width=7.0, height=4.2)
     ax.plot(lengths, ours, marker="o", label="min_base (this book)", **plotting.line_style(0))
-    for j, name in enumerate(("Men et al., Table 2", "Su, archive 10122")):
+    published = ("Men et al., Table 2", "Su, archive 10122") if d == 128 else ()
+    for j, name in enumerate(published):
         style = plotting.line_style(j + 1)
         ok_x, ok_y, bad_x, bad_y = [], [], [], []
         for length in lengths:

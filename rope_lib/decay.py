@@ -696,15 +696,24 @@ def envelope_crossover(base: float, alpha: float) -> float:
 _KINDS = ("independent", "correlated", "ones")
 
 
-def _check_n_samples(n_samples: Any, d: int) -> int:
-    """``n_samples >= 2`` with ``n_samples * d <= MAX_ELEMENTS`` (the sampled queries)."""
+#: Working arrays of one Monte Carlo sample (q, k, the pairs, temporaries, the scores), in
+#: units of ``d + len(distance)`` numbers: the call holds about
+#: ``_MC_WORK * n_samples * (d + len(distance))`` numbers at its peak.
+_MC_WORK = 8
+
+
+def _check_n_samples(n_samples: Any, d: int, n_distances: int = 1) -> int:
+    """``n_samples >= 2`` with the call's whole working memory within ``MAX_ELEMENTS``."""
+    per_sample = _MC_WORK * (d + n_distances)
     return check_positive_int(
         n_samples,
         "n_samples",
         minimum=2,
-        maximum=MAX_ELEMENTS // d,
-        hint=f"the samples (n_samples x d = {d}) hold at most rope_lib's MAX_ELEMENTS = "
-        f"{MAX_ELEMENTS} numbers; average several calls with different seeds for more",
+        maximum=max(2, MAX_ELEMENTS // per_sample),
+        hint=f"the call's working arrays hold about {_MC_WORK} x n_samples x (d + "
+        f"len(distance)) = {_MC_WORK} x n_samples x {d + n_distances} numbers, at most "
+        f"rope_lib's MAX_ELEMENTS = {MAX_ELEMENTS}; average several calls with different "
+        "seeds for more",
     )
 
 
@@ -741,9 +750,10 @@ def monte_carlo_score(
     kind : {"independent", "correlated", "ones"}
         How the pairs are drawn.
     n_samples : int
-        Number of pairs, >= 2. The samples (``n_samples x d``) and the table of scores
-        (``n_samples x len(distance)``) each hold at most ``MAX_ELEMENTS`` (2**27) numbers, so
-        ``n_samples <= 2**27 / d``; average several calls with different seeds for more.
+        Number of pairs, >= 2. The whole call (samples, pairs, temporaries and the table of
+        scores) holds about ``8 x n_samples x (d + len(distance))`` numbers, at most
+        ``MAX_ELEMENTS`` (2**27, 1 GiB), so ``n_samples <= 2**24 / (d + len(distance))``;
+        average several calls with different seeds for more.
     rho : float
         Correlation of ``"correlated"`` pairs, in [-1, 1].
     seed : int
@@ -759,7 +769,7 @@ def monte_carlo_score(
     freqs = theta(d, base)
     d = freqs.size * 2
     kind = check_choice(kind, "kind", _KINDS)
-    n_samples = _check_n_samples(n_samples, d)
+    n_samples = _check_n_samples(n_samples, d, x.size)
     rho = check_real(rho, "rho", low=-1.0, high=1.0)
     seed = check_seed(seed)
     check_elements(
@@ -1127,7 +1137,7 @@ def plot_monte_carlo(
     rho = check_real(rho, "rho", low=-1.0, high=1.0)
     seed = check_seed(seed)
     x = np.arange(0, max_distance + 1, step)
-    n_samples = _check_n_samples(n_samples, d)  # checked before anything is computed
+    n_samples = _check_n_samples(n_samples, d, x.size)  # checked before anything is computed
     check_elements(
         n_samples * x.size,
         "the table of scores (n_samples x number of distances)",

@@ -619,3 +619,135 @@ def test_window_top_is_finite_where_an_infeasible_base_lies_above() -> None:
     top = bb.feasible_window_top(base, 2048)
     assert np.isfinite(top) and top > base
     assert not bb.base_is_feasible(top * (1 + 1e-4), 2048)
+
+
+# ----------------------------------------------------------------- fuzz report regressions
+def test_huge_python_ints_are_refused_by_name():
+    # item 1
+    with pytest.raises(ValueError, match="rel_step"):
+        bb.feasible_window_top(2000.0, 64, 16, rel_step=10**400)
+    with pytest.raises(ValueError, match="start"):
+        bb.grid_min_base(64, 8, start=10**400)
+    with pytest.raises(ValueError, match="base"):
+        bb.similarity_margin([1], 8, base=10**400)
+
+
+@pytest.mark.parametrize("sigma", [1e300, 1e-300, 10**400])
+def test_sigma_beyond_float64_squares_is_refused(sigma):
+    # item 3: 2 sigma**2 must be a float64, else ValueError naming sigma (not OverflowError)
+    with pytest.raises(ValueError, match="sigma"):
+        bb.similarity_gap_expected([0, 3, 100], 8, sigma=sigma)
+    with pytest.raises(ValueError, match="sigma"):
+        bb.similarity_gap_monte_carlo([0, 3, 100], 8, sigma=sigma, n_samples=16)
+
+
+def test_sigma_at_the_edges_of_its_range_gives_finite_results():
+    # independent route: with equal means the closed form is B_m whatever sigma
+    for sigma in (1e-150, 1e150):
+        got = bb.similarity_gap_expected([0, 3], 8, sigma=sigma)
+        np.testing.assert_allclose(got, bb.similarity_margin([0, 3], 8), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["mean_q", "mean_k"])
+def test_overflowing_means_are_refused(name):
+    # items 15, 16: no nan or inf result, no infinite half-width
+    if name == "mean_q":
+        with pytest.raises(ValueError, match=name):
+            bb.similarity_gap_expected([0, 3], 8, **{name: 1e300})
+    else:  # mu_q = 0: the closed form is B_m exactly, a finite correct result
+        got = bb.similarity_gap_expected([0, 3], 8, **{name: 1e300})
+        np.testing.assert_allclose(got, bb.similarity_margin([0, 3], 8), rtol=1e-12)
+    with pytest.raises(ValueError, match=name):
+        bb.similarity_gap_monte_carlo([0, 3], 8, n_samples=16, **{name: 1e300})
+    with pytest.raises(ValueError, match=name):
+        bb.plot_monte_carlo_gap(8, 100.0, 4, n_samples=16, **{name: 1e300})
+    plt.close("all")
+
+
+def test_overflowing_eps_scale_is_refused():
+    # item 16
+    with pytest.raises(ValueError, match="eps_scale"):
+        bb.similarity_gap_monte_carlo([0, 3], 8, n_samples=16, eps_scale=1e300)
+
+
+def test_monte_carlo_gap_cap_bounds_the_whole_call():
+    # item 9: the documented max of n_samples bounds all the call's arrays together
+    with pytest.raises(ValueError, match="n_samples"):
+        bb.similarity_gap_monte_carlo([0, 3, 100], 8, n_samples=2**27 // 8)
+    ok = 2**27 // (8 * (8 + 3))
+    with pytest.raises(ValueError, match="n_samples"):
+        bb.similarity_gap_monte_carlo([0, 3, 100], 8, n_samples=ok + 1)
+
+
+@pytest.mark.parametrize("length", [1, 2])
+def test_su_min_base_needs_three_distances(length):
+    # item 10: for L <= 2 every base works, and the grid search would return a "base" < 1
+    with pytest.raises(ValueError, match="context_length"):
+        bb.su_min_base(length, 16, levels=3)
+
+
+def test_su_min_base_large_d_does_not_allocate_a_huge_table():
+    # item 8: (bases x witnesses x d/2) in blocks; the result passes the direct sums here.
+    import tracemalloc
+
+    tracemalloc.start()
+    got = bb.su_min_base(8, d=4096, levels=2)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2**28
+    assert brute_horizon(got, 4096, 8) is None
+
+
+@pytest.mark.parametrize(
+    "bad", [np.full(4, np.nan, np.float32), np.full(4, np.inf, np.float32), -np.ones(4, np.float32)]
+)
+def test_float32_margin_refuses_bad_inv_freq(bad):
+    # item 13
+    with pytest.raises(ValueError, match="inv_freq"):
+        bb.float32_margin([0, 3], 8, inv_freq=bad)
+    with pytest.raises(ValueError, match="inv_freq"):
+        bb.float32_margin([0, 3], 8, inv_freq=np.ones(3, np.float32))
+
+
+def test_float32_min_base_refuses_a_nan_recipe():
+    # item 14: not the misleading "widen rel_span"
+    with pytest.raises(ValueError, match="inv_freq"):
+        bb.float32_min_base(64, 16, inv_freq=lambda b: np.full(8, np.nan, np.float32))
+
+
+def test_budgets_count_work_not_only_iterations():
+    # item 6: one full scan of all m < L costs about L / 1024 steps, so a budget that would
+    # allow many iterations stops a search whose scans are long, quickly.
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"max_steps = 3000; pass a larger max_steps"):
+        bb.min_base(2**21 + 1, 16, max_steps=3000)
+    with pytest.raises(ValueError, match="pass a larger max_steps"):
+        bb.grid_min_base(2**21, 16, max_steps=3000)
+    with pytest.raises(ValueError, match="pass a larger max_steps"):
+        bb.feasible_window_top(1706.12, 64, d=65536, rel_step=1e-3, max_steps=10**3)
+    assert time.perf_counter() - start < 20.0
+    assert bb._work(2**22, 16) == 4096 and bb._work(1, 16) == 1
+
+
+def test_max_context_bounds_limit_times_d():
+    # item 7: a scan of limit x d/2 terms is bounded (2**32) before any work
+    with pytest.raises(ValueError, match="limit"):
+        bb.max_context(4.3e3, 65536)
+    assert bb.max_context(1e4, 128) == bb.max_context(1e4, 128, limit=2**20)
+
+
+def test_plot_min_base_table_for_another_d_draws_no_published_values():
+    # item 7: published values are for d = 128 only; the table for d = 8 is small
+    fig = bb.plot_min_base_table(bb.min_base_table((4, 5), d=8, use_cache=False), d=8)
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert not any("Men" in label or "Su" in label for label in labels)
+    plt.close(fig)
+
+
+def test_feasible_window_top_inf_docstring_and_value():
+    # item 12: inf is documented and returned when the certificate holds
+    assert "math.inf" in bb.feasible_window_top.__doc__
+    base = 10.0 ** (np.log10(bb.min_base(64, 16)) + 3)
+    assert bb.feasible_window_top(base, 64, 16) == math.inf

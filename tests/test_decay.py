@@ -719,11 +719,11 @@ def test_monte_carlo_n_samples_is_bounded_before_sampling():
 
     start = time.perf_counter()
     with pytest.raises(
-        ValueError, match=r"n_samples must be an integer <= 16777216, got 10+; .*MAX_ELEMENTS"
+        ValueError, match=r"n_samples must be an integer <= 1677721, got 10+; .*MAX_ELEMENTS"
     ):
         decay.monte_carlo_score([0, 1], 8, n_samples=10**9)
     assert time.perf_counter() - start < 1.0
-    with pytest.raises(ValueError, match=r"n_samples x len\(distance\).*MAX_ELEMENTS"):
+    with pytest.raises(ValueError, match=r"n_samples x \(d \+ len\(distance\)\).*MAX_ELEMENTS"):
         decay.monte_carlo_score(np.arange(1 << 20), 2, n_samples=1 << 8)
 
 
@@ -857,3 +857,15 @@ def test_figure_arguments_are_checked_by_name():
     for call, exc, match in cases:
         with pytest.raises(exc, match=match):
             call()
+
+
+def test_monte_carlo_n_samples_cap_bounds_the_whole_call():
+    # fuzz item 9: the documented cap bounds all working arrays of the call, not one array.
+    from rope_lib._validate import MAX_ELEMENTS
+    from rope_lib.decay import monte_carlo_score
+
+    with pytest.raises(ValueError, match="n_samples"):
+        monte_carlo_score([0, 3, 100], 8, n_samples=MAX_ELEMENTS // 8)
+    cap = MAX_ELEMENTS // (8 * (8 + 3))
+    with pytest.raises(ValueError, match="n_samples"):
+        monte_carlo_score([0, 3, 100], 8, n_samples=cap + 1)

@@ -102,3 +102,23 @@ def test_positive_int_and_real_array() -> None:
         check_real_array([1.0, np.inf], "distance")
     with pytest.raises(TypeError, match="distance must be real numbers"):
         check_real_array([1j], "distance")
+
+
+def test_numbers_beyond_float64_are_refused_by_name():
+    # fuzz item 1: a Python int too large for a float is a ValueError naming the argument,
+    # not an OverflowError from float().
+    from rope_lib._validate import check_positive_int, check_real, check_seed
+
+    with pytest.raises(ValueError, match="base"):
+        check_base(10**400)
+    with pytest.raises(ValueError, match="atol"):
+        check_real(10**400, "atol", 0.0)
+    with pytest.raises(ValueError, match="rho"):
+        check_real(-(10**400), "rho", -1.0, 1.0)
+    with pytest.raises(ValueError, match="steps"):
+        check_positive_int(__import__("fractions").Fraction(10**400, 3), "steps")
+    with pytest.raises(ValueError, match="seed"):
+        check_seed(2**64 + 5, maximum=2**64 - 1)
+    assert check_seed(2**64 + 5) == 2**64 + 5  # numpy's default_rng takes any int >= 0
+    with pytest.raises(ValueError, match="base"):
+        theta(8, base=10**400)
