@@ -395,7 +395,7 @@ def _first_negative(
     return -1
 
 
-def max_context(base: float, d: int = 128, *, limit: int = 1 << 26) -> int:
+def max_context(base: float, d: int = 128, *, limit: int | None = None) -> int:
     r"""Horizon of a base: the largest :math:`L` with :math:`B_m \ge 0` for all :math:`0 \le m < L`.
 
     .. math:: \operatorname{max\_context}(b) = \min\{m \ge 0 : B_m(b) < 0\}.
@@ -410,10 +410,11 @@ def max_context(base: float, d: int = 128, *, limit: int = 1 << 26) -> int:
         RoPE base :math:`b > 1`.
     d : int
         Head dimension, even, >= 2.
-    limit : int
-        Largest distance examined, at most :data:`MAX_HORIZON_LIMIT` = 2**26 (the default);
-        if :math:`B_m \ge 0` for every :math:`m <` ``limit``, a ``ValueError`` is raised
-        rather than a wrong number returned.
+    limit : int, optional
+        Largest distance examined, at most :data:`MAX_HORIZON_LIMIT` = 2**26 and at most
+        :data:`MAX_HORIZON_TERMS` / (d/2) (the work of one scan); the default is the larger
+        value both allow (2**26 for d <= 128). If :math:`B_m \ge 0` for every
+        :math:`m <` ``limit``, a ``ValueError`` is raised rather than a wrong number returned.
 
     Returns
     -------
@@ -422,6 +423,8 @@ def max_context(base: float, d: int = 128, *, limit: int = 1 << 26) -> int:
     """
     base = check_base(base)
     d = check_dim(d)
+    if limit is None:
+        limit = min(MAX_HORIZON_LIMIT, MAX_HORIZON_TERMS // (d // 2))
     limit = check_positive_int(
         limit,
         "limit",

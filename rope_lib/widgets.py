@@ -333,12 +333,13 @@ def _compute_roformer_bound(v: dict) -> dict:
 
 
 def _compute_similarity_margin(v: dict) -> dict:
-    from .base_bound import max_context, similarity_margin
+    from .base_bound import similarity_margin
 
     m = np.arange(v["max_m"] + 1)
     b = similarity_margin(m, v["d"], v["base"])
-    horizon = int(max_context(v["base"], v["d"]))
-    first = horizon if horizon <= v["max_m"] else -1
+    # the horizon (max_context) when it lies in the plotted range, else -1
+    negative = np.flatnonzero(b < 0)
+    first = int(negative[0]) if negative.size else -1
     d, base = v["d"], _fmt(v["base"])
     readout = (
         f"d = {d}, base = {base}: B_m ≥ 0 for m < {first}, so the context is at most {first}"

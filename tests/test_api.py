@@ -491,6 +491,8 @@ ALLOWED: dict[tuple[str, str], list[Any]] = {
     ("plot_monte_carlo_gap", "mean_q"): [None],
     ("plot_monte_carlo_gap", "mean_k"): [None],
     ("sentence_attention", "positions"): [None],
+    # None: the largest limit the work bound allows for this d
+    ("max_context", "limit"): [None],
     # d is an embedding or model width here, not a RoPE head dimension: no rotation pairs
     # its coordinates, so odd widths are valid (chapter 1 runs symbolic_equivariance at d = 1)
     **{(name, "d"): [_ODD_WIDTH] for name in _WIDTH_FUNCTIONS},
@@ -719,8 +721,12 @@ VALID: dict[str, Callable[[Any], bool]] = {
         isinstance(v, int) and not isinstance(v, bool) and 2 <= v <= 2**16 and v % 2 == 0
     ),
     "base": lambda v: (
-        isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v > 1
+        isinstance(v, (int, float))
+        and not isinstance(v, bool)
+        and v > 1
+        and (isinstance(v, int) or np.isfinite(v))
     ),
+    "width": lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 2**16,
     "seed": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     "flag": lambda v: isinstance(v, bool),
 }
@@ -768,6 +774,9 @@ def test_random_values_are_refused_by_name_or_accepted(case: tuple[str, str], va
         )
     elif kind in VALID and value is not None:
         allowed = ALLOWED.get((name, arg), [])
-        assert VALID[kind](value) or any(value is a for a in allowed), (
+        valid = VALID[kind]
+        if kind == "dim" and 3 in allowed:  # a width, not a head dimension: any d >= 1
+            valid = VALID["width"]
+        assert valid(value) or any(value is a for a in allowed), (
             f"{name} accepted the invalid {arg}={value!r}"
         )

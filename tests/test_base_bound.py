@@ -734,7 +734,9 @@ def test_budgets_count_work_not_only_iterations():
 def test_max_context_bounds_limit_times_d():
     # item 7: a scan of limit x d/2 terms is bounded (2**32) before any work
     with pytest.raises(ValueError, match="limit"):
-        bb.max_context(4.3e3, 65536)
+        bb.max_context(4.3e3, 65536, limit=2**26)
+    # the default limit is the largest the bound allows, so a plain call is not refused
+    assert bb.max_context(4.3e3, 65536) >= 2
     assert bb.max_context(1e4, 128) == bb.max_context(1e4, 128, limit=2**20)
 
 
@@ -751,3 +753,13 @@ def test_feasible_window_top_inf_docstring_and_value():
     assert "math.inf" in bb.feasible_window_top.__doc__
     base = 10.0 ** (np.log10(bb.min_base(64, 16)) + 3)
     assert bb.feasible_window_top(base, 64, 16) == math.inf
+
+
+@pytest.mark.parametrize("d", [256, 512, 4096])
+def test_max_context_default_limit_works_for_large_d(d: int) -> None:
+    # The default limit adapts to the work bound, so a plain call never refuses for d > 128;
+    # the horizon is checked against direct cosine sums up to one past it.
+    horizon = bb.max_context(1e4, d)
+    th = 1e4 ** (-2.0 * np.arange(d // 2) / d)
+    sums = np.cos(np.outer(np.arange(horizon + 1), th)).sum(axis=1)
+    assert sums[:horizon].min() >= 0 > sums[horizon]
