@@ -37,8 +37,9 @@ def test_chapter_executes(path: Path) -> None:
         pytest.fail(f"chapter {path.name} failed:\n{error}", pytrace=False)
 
 
-#: Characters of code that fit in a code cell of the built site at a 1280-pixel-wide
-#: window (measured in headless Chromium: a 672-pixel cell, 8.43 pixels a character).
+#: Characters of code that fit in every code cell of the built site at a 1280-pixel-wide
+#: window (measured in headless Chromium: 650 pixels inside a solution, 8.0 pixels a
+#: character at the 13.3-pixel code font of _assets/book.css).
 CODE_LINE_LIMIT = 75
 
 

@@ -80,6 +80,13 @@ def test_page_renders_offline_and_cleanly(site, page) -> None:
         ".filter(i => !i.alt && !i.closest('figure')).map(i => i.src.slice(-60))"
     )
     assert not no_alt, f"{page}: images with neither alt text nor a caption: {no_alt}"
+    wide = driver.execute_script(
+        "return [...document.querySelectorAll("
+        "'.bd-article .cell_output pre, .bd-article .cell_input pre, .bd-article div.math')]"
+        ".filter(e => e.scrollWidth > e.clientWidth + 2)"
+        ".map(e => e.textContent.trim().slice(0, 70))"
+    )
+    assert not wide, f"{page}: outputs, code or equations that scroll sideways: {wide}"
     screenshot_full_page(driver, SCREENSHOTS / (page.as_posix().replace("/", "__") + ".png"))
 
 
