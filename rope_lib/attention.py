@@ -117,6 +117,14 @@ def _as_torch(x: Any, name: str):
 def _inputs(names: Sequence[str], values: Sequence[Any]) -> tuple[bool, list[Any]]:
     """Validate a group of arrays that must all be NumPy-like or all be torch tensors."""
     use_torch = any(_is_torch(v) for v in values)
+    if use_torch and not all(_is_torch(v) for v in values):
+        tensors = [n for n, v in zip(names, values, strict=True) if _is_torch(v)]
+        others = [n for n, v in zip(names, values, strict=True) if not _is_torch(v)]
+        raise TypeError(
+            f"{', '.join(names)} must be all NumPy arrays or all torch tensors; "
+            f"{', '.join(tensors)} {'is a tensor' if len(tensors) == 1 else 'are tensors'}, "
+            f"{', '.join(others)} {'is not' if len(others) == 1 else 'are not'}"
+        )
     if use_torch:
         out = [_as_torch(v, n) for n, v in zip(names, values, strict=True)]
         dtypes = {t.dtype for t in out}

@@ -980,7 +980,9 @@ def feasible_window_top(
     budget = [max_steps]
     try:
         if not _feasible(base, length, d, budget):
-            raise ValueError(f"base = {base!r} is not feasible for L = {length}, d = {d}")
+            raise ValueError(
+                f"base = {base!r} is not feasible for context_length = {length}, d = {d}"
+            )
         while True:
             _charge(budget, 1 + _work(1, d))
             if _every_larger_base_feasible(top, length, d):
@@ -1756,7 +1758,15 @@ def plot_min_base_table(rows: Sequence[dict] | None = None, d: int = 128):
         # The shipped table (d = 128) is cached; other d are computed within the default
         # budget of min_base_search, so the figure finishes (or refuses) within about 30 s.
         budget = TABLE_MAX_STEPS if d == 128 else DEFAULT_MAX_STEPS
-        rows = min_base_table(d=d, max_steps=budget)
+        try:
+            rows = min_base_table(d=d, max_steps=budget)
+        except ValueError as error:
+            if "max_steps" not in str(error):
+                raise
+            raise ValueError(
+                f"the table for d = {d} does not fit the figure's budget ({error}); compute "
+                f"it first with min_base_table(d={d}, max_steps=...) and pass it as rows"
+            ) from error
     rows = _check_rows(rows, "rows", ("L", "base"))
     lengths = np.array([r["L"] for r in rows])
     ours = np.array([r["base"] for r in rows])

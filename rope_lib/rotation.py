@@ -689,7 +689,8 @@ def rotate_half(x: Any) -> Any:
     :math:`\mathrm i`" of the half layout, used by GPT-NeoX and Hugging Face:
     :math:`R_m x = x \odot \cos + \operatorname{rotate\_half}(x) \odot \sin`.
     Works on floating numpy arrays and torch tensors of shape ``(..., d)``, ``d`` even
-    (differentiable for tensors).
+    (differentiable for tensors). Non-finite entries are not refused: they move with
+    their coordinates (a sign change and a swap), exactly like finite ones.
     """
     x, is_torch = _check_x(x, min_ndim=1)
     h = x.shape[-1] // 2
@@ -791,7 +792,8 @@ def permute_qk_weight(weight: Any, n_heads: int, to: str = "half") -> Any:
     Returns
     -------
     numpy.ndarray or torch.Tensor
-        The permuted weight, same type and shape.
+        The permuted weight, same type and shape. It only reorders rows, so non-finite
+        entries (not refused) are moved like any other.
     """
     n_heads = check_positive_int(n_heads, "n_heads")
     to = _check_layout(to, "to")

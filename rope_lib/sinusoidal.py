@@ -519,6 +519,12 @@ def shift_isometry(vectors: Any, atol: float = 1e-9) -> np.ndarray:
         "the Gram matrix and the map U (N x N and D x D for vectors of shape (N, D))",
         hint="pass fewer or shorter vectors",
     )
+    # Inner products of rows overflow float64 beyond sqrt(max float / D) in magnitude.
+    if arr.size and float(np.abs(arr).max()) > 1e150 / np.sqrt(arr.shape[1]):
+        raise ValueError(
+            "vectors are so large that their inner products overflow float64: rescale "
+            "them (the map U does not depend on a common scale)"
+        )
     gram = arr @ arr.T
     scale = float(np.abs(gram).max())
     if scale == 0.0:
@@ -526,8 +532,8 @@ def shift_isometry(vectors: Any, atol: float = 1e-9) -> np.ndarray:
     spread = diagonal_spread(gram)
     if spread > atol * scale:
         raise ValueError(
-            f"the inner products do not depend on m - n only: diagonal_spread of the Gram "
-            f"matrix is {spread:.3g} > atol * {scale:.3g} with atol = {atol:.1e} (if that "
+            f"the inner products of the rows of vectors do not depend on m - n only: "
+            f"diagonal_spread of their Gram matrix is {spread:.3g} > atol * {scale:.3g} with atol = {atol:.1e} (if that "
             f"spread is round-off, raise atol)"
         )
     _, sv, vt = np.linalg.svd(arr, full_matrices=False)

@@ -726,7 +726,13 @@ VALID: dict[str, Callable[[Any], bool]] = {
         and v > 1
         and (isinstance(v, int) or np.isfinite(v))
     ),
-    "width": lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 2**16,
+    # a width goes through check_positive_int, which reads a whole float such as 3.0 as 3
+    "width": lambda v: (
+        isinstance(v, (int, float))
+        and not isinstance(v, bool)
+        and float(v).is_integer()
+        and 1 <= v <= 2**16
+    ),
     "seed": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     "flag": lambda v: isinstance(v, bool),
 }

@@ -404,7 +404,7 @@ def test_symbolic_equivariance_is_zero():
                 torch.ones(2, 3), np.ones((2, 3)), torch.ones(2, 1)
             ),
             TypeError,
-            "k must be a torch.Tensor",
+            "must be all NumPy arrays or all torch tensors",
         ),
         (
             lambda: att.scaled_dot_product_attention(
@@ -798,3 +798,12 @@ def test_symbolic_attention_row_refuses_non_finite_entries(bad, where):
         args[where] = sp.Matrix([[bad, 0], [0, 1]])
     with pytest.raises(ValueError, match=rf"^{re.escape(where)} must have finite entries"):
         att.symbolic_attention_row(**args)
+
+
+def test_mixed_numpy_and_torch_inputs_name_every_argument() -> None:
+    import torch
+
+    q, k, v = np.ones((2, 4)), np.ones((3, 4)), torch.ones(3, 2, dtype=torch.float64)
+    with pytest.raises(TypeError, match=r"q, k, v must be all NumPy arrays or all torch") as e:
+        att.scaled_dot_product_attention(q, k, v)
+    assert "v is a tensor" in str(e.value) and "q, k are not" in str(e.value)

@@ -713,3 +713,9 @@ def test_shift_isometry_names_atol_when_round_off_fails_the_toeplitz_test():
     vectors = sinusoidal(np.arange(40), 4, base=10.0)
     with pytest.raises(ValueError, match=r"do not depend on m - n only.*raise atol"):
         shift_isometry(vectors, atol=1e-94)
+
+
+def test_shift_isometry_refuses_vectors_whose_inner_products_overflow() -> None:
+    vectors = sinusoidal(np.arange(40), 4, base=10.0) * 1e300
+    with pytest.raises(ValueError, match=r"vectors are so large"):
+        shift_isometry(vectors)
