@@ -107,7 +107,7 @@ _BLOCK = 1 << 20
 #: The schedules of the comparison figure, as strings understood by :func:`schedule_theta`.
 DEFAULT_SCHEDULES = ("10000^-t", "1000^-t", "t^2", "t^4", "t")
 #: Largest number of distances on one curve of a figure (``max_distance`` and the like).
-MAX_FIGURE_POINTS = 1 << 22
+MAX_FIGURE_POINTS = plotting.MAX_FIGURE_POINTS
 #: Largest number of panels or curves of one figure (``ds``, ``schedules``).
 MAX_FIGURE_CURVES = 16
 #: Largest number of windows of :func:`gap_rms`.

@@ -22,6 +22,10 @@ plt = lazy_import("matplotlib.pyplot")
 
 __all__: list[str] = []
 
+#: Largest number of points in one figure (cells of a heatmap, or distances on a curve),
+#: shared by every plotting function so that a figure stays cheap to draw and to save.
+MAX_FIGURE_POINTS = 1 << 22
+
 #: Okabe-Ito palette: distinguishable under the common forms of colour blindness.
 PALETTE: tuple[str, ...] = (
     "#0072B2",  # blue

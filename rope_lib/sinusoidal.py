@@ -83,8 +83,7 @@ __all__ = [
 ]
 
 _LAYOUTS = ("sin_cos", "cos_sin")
-#: Largest number of points (cells of a heatmap, or points of a curve) in one figure.
-MAX_FIGURE_POINTS = 1 << 22
+MAX_FIGURE_POINTS = plotting.MAX_FIGURE_POINTS
 _HEATMAP_SIDE = 1 << 11  # sqrt(MAX_FIGURE_POINTS)
 
 
