@@ -571,6 +571,21 @@ def _call(name: str, kwargs: dict[str, Any]) -> tuple[str, Any]:
     return outcome
 
 
+def _call_bad(name: str, arg: str, value: Any, kwargs: dict[str, Any]) -> tuple[str, Any]:
+    """``_call`` for a bad ``value`` of ``arg``: a hang, a huge allocation or any exception
+    other than ValueError/TypeError fails the test, naming the call."""
+    try:
+        return _call(name, kwargs)
+    except Hang as error:
+        pytest.fail(f"{name}({arg}={value!r}) hung: {error}")
+    except MemoryError:
+        pytest.fail(f"{name}({arg}={value!r}) tried to allocate beyond the limits")
+    except AssertionError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the point is to catch every other kind
+        pytest.fail(f"{name}({arg}={value!r}) raised {type(error).__name__}: {error}")
+
+
 def _kinds(name: str) -> dict[str, str]:
     contract = CONTRACTS[name]
     params = inspect.signature(getattr(rope_lib, name)).parameters
@@ -646,16 +661,7 @@ def test_bad_value_is_refused_by_name(name: str, arg: str, index: int) -> None:
         arg = "bogus_keyword"
     else:
         kwargs[arg] = value
-    try:
-        status, result = _call(name, kwargs)
-    except Hang as error:
-        pytest.fail(f"{name}({arg}={value!r}) hung: {error}")
-    except MemoryError:
-        pytest.fail(f"{name}({arg}={value!r}) tried to allocate beyond the limits")
-    except AssertionError:
-        raise
-    except Exception as error:  # noqa: BLE001 - the point is to catch every other kind
-        pytest.fail(f"{name}({arg}={value!r}) raised {type(error).__name__}: {error}")
+    status, result = _call_bad(name, arg, value, kwargs)
     assert status == "error", f"{name} accepted {arg}={value!r} and returned {result!r:.80}"
     assert re.search(rf"\b{re.escape(arg)}\b", str(result)), (
         f"{name}({arg}={value!r}): the message does not name {arg!r}: {result}"
@@ -764,16 +770,7 @@ def test_random_values_are_refused_by_name_or_accepted(case: tuple[str, str], va
     kind = _kinds(name)[arg]
     kwargs = dict(CONTRACTS[name].valid)
     kwargs[arg] = value
-    try:
-        status, result = _call(name, kwargs)
-    except Hang as error:
-        pytest.fail(f"{name}({arg}={value!r}) hung: {error}")
-    except MemoryError:
-        pytest.fail(f"{name}({arg}={value!r}) tried to allocate beyond the limits")
-    except AssertionError:
-        raise
-    except Exception as error:  # noqa: BLE001 - the point is to catch every other kind
-        pytest.fail(f"{name}({arg}={value!r}) raised {type(error).__name__}: {error}")
+    status, result = _call_bad(name, arg, value, kwargs)
     if status == "error":
         assert re.search(rf"\b{re.escape(arg)}\b", str(result)), (
             f"{name}({arg}={value!r}): the message does not name {arg!r}: {result}"

@@ -118,29 +118,40 @@ def test_cross_term_matches_finite_difference(output_expansion):
     assert cross == pytest.approx(abs(mixed) * 0.09, rel=1e-6)
 
 
+def _random_cubic_expansion(seed: int, d: int):
+    """The expansion of a random cubic polynomial in x_m, x_n (d coordinates each), with
+    integer coefficients in [-3, 3]."""
+    rng = np.random.default_rng(seed)
+    x_m = tuple(sp.symbols(f"a0:{d}", real=True))
+    x_n = tuple(sp.symbols(f"b0:{d}", real=True))
+    monomials = [
+        sp.Mul(*combo)
+        for k in range(4)
+        for combo in itertools.combinations_with_replacement(x_m + x_n, k)
+    ]
+    coeffs = rng.integers(-3, 4, size=len(monomials))
+    f = sum(int(c) * mono for c, mono in zip(coeffs, monomials, strict=True))
+    return ty.second_order_expansion(f, x_m, x_n)
+
+
+def _perturbed_terms(ex, keep) -> sp.Expr:
+    """The monomials of the expanded f(x + p) whose exponents in (p_m, p_n) satisfy keep."""
+    p = ex.p_m + ex.p_n
+    poly = sp.Poly(sp.expand(ex.perturbed()), *p)
+    return sum(
+        coeff * sp.Mul(*(s**k for s, k in zip(p, powers, strict=True)))
+        for powers, coeff in poly.terms()
+        if keep(powers)
+    )
+
+
 @settings(max_examples=8, deadline=None)
 @given(st.integers(0, 2**31 - 1), st.integers(1, 2))
 def test_expansion_of_cubic_is_its_truncation(seed, d):
     """For a random cubic polynomial the six terms are exactly its part of degree <= 2 in p."""
-    rng = np.random.default_rng(seed)
-    x_m = tuple(sp.symbols(f"a0:{d}", real=True))
-    x_n = tuple(sp.symbols(f"b0:{d}", real=True))
-    variables = x_m + x_n
-    monomials = [
-        sp.Mul(*combo)
-        for k in range(4)
-        for combo in itertools.combinations_with_replacement(variables, k)
-    ]
-    coeffs = rng.integers(-3, 4, size=len(monomials))
-    f = sum(int(c) * mono for c, mono in zip(coeffs, monomials, strict=True))
-    ex = ty.second_order_expansion(f, x_m, x_n)
+    ex = _random_cubic_expansion(seed, d)
     # independent route: expand f(x + p) and keep the monomials of degree <= 2 in p
-    poly = sp.Poly(sp.expand(ex.perturbed()), *(ex.p_m + ex.p_n))
-    truncated = sum(
-        coeff * sp.Mul(*(s**k for s, k in zip(ex.p_m + ex.p_n, powers, strict=True)))
-        for powers, coeff in poly.terms()
-        if sum(powers) <= 2
-    )
+    truncated = _perturbed_terms(ex, lambda powers: sum(powers) <= 2)
     assert sp.expand(ex.total() - truncated) == 0
 
 
@@ -227,23 +238,8 @@ def test_term_sizes_scale_with_their_order(output_expansion):
 def test_symbolic_interaction_is_the_mixed_part_of_a_cubic(seed, d):
     """Independent route: expand f(x + p) for a random cubic and keep every monomial that holds
     at least one coordinate of p_m and at least one of p_n."""
-    rng = np.random.default_rng(seed)
-    x_m = tuple(sp.symbols(f"a0:{d}", real=True))
-    x_n = tuple(sp.symbols(f"b0:{d}", real=True))
-    monomials = [
-        sp.Mul(*combo)
-        for k in range(4)
-        for combo in itertools.combinations_with_replacement(x_m + x_n, k)
-    ]
-    coeffs = rng.integers(-3, 4, size=len(monomials))
-    f = sum(int(c) * mono for c, mono in zip(coeffs, monomials, strict=True))
-    ex = ty.second_order_expansion(f, x_m, x_n)
-    poly = sp.Poly(sp.expand(ex.perturbed()), *(ex.p_m + ex.p_n))
-    mixed = sum(
-        coeff * sp.Mul(*(s**k for s, k in zip(ex.p_m + ex.p_n, powers, strict=True)))
-        for powers, coeff in poly.terms()
-        if sum(powers[:d]) > 0 and sum(powers[d:]) > 0
-    )
+    ex = _random_cubic_expansion(seed, d)
+    mixed = _perturbed_terms(ex, lambda powers: sum(powers[:d]) > 0 and sum(powers[d:]) > 0)
     assert sp.expand(ex.interaction() - mixed) == 0
 
 
