@@ -55,10 +55,10 @@ def output_expansion():
     return ty.second_order_expansion(f, x_m, x_n)
 
 
-@pytest.fixture(scope="module")
-def ray_coeffs():
-    """Series coefficients of the attention output model along the ray of RATIONAL_POINT,
-    from the model written independently of the library (quotient of exponentials)."""
+def _output_model_by_hand():
+    """The attention output model for d = 2, written independently of the library: the
+    output of slot m attending to slots m and n (weights a quotient of exponentials of the
+    scores x^T y / sqrt(2)), summed over its two coordinates. Returns (f, x_m, x_n)."""
     x_m = sp.symbols("x0:2", real=True)
     x_n = sp.symbols("y0:2", real=True)
     s_mm = (x_m[0] ** 2 + x_m[1] ** 2) / sp.sqrt(2)
@@ -67,6 +67,14 @@ def ray_coeffs():
         (sp.exp(s_mm) * a + sp.exp(s_mn) * b) / (sp.exp(s_mm) + sp.exp(s_mn))
         for a, b in zip(x_m, x_n, strict=True)
     )
+    return f, x_m, x_n
+
+
+@pytest.fixture(scope="module")
+def ray_coeffs():
+    """Series coefficients of the attention output model along the ray of RATIONAL_POINT,
+    from the model written independently of the library (quotient of exponentials)."""
+    f, x_m, x_n = _output_model_by_hand()
     p = RATIONAL_POINT
     return ray_coefficients(f, x_m, x_n, p["x_m"], p["x_n"], p["u_m"], p["u_n"])
 
@@ -263,14 +271,7 @@ def test_interaction_of_a_quadratic_is_the_cross_term():
 def test_interaction_matches_sympy_exact_at_a_rational_point():
     """The attention output model, written independently (quotient of exponentials), at a
     rational point and eps = 1/2: I from 40-digit sympy against the library."""
-    x_m = sp.symbols("x0:2", real=True)
-    x_n = sp.symbols("y0:2", real=True)
-    s_mm = (x_m[0] ** 2 + x_m[1] ** 2) / sp.sqrt(2)
-    s_mn = (x_m[0] * x_n[0] + x_m[1] * x_n[1]) / sp.sqrt(2)
-    f = sum(
-        (sp.exp(s_mm) * a + sp.exp(s_mn) * b) / (sp.exp(s_mm) + sp.exp(s_mn))
-        for a, b in zip(x_m, x_n, strict=True)
-    )
+    f, x_m, x_n = _output_model_by_hand()
     p = {k: [sp.Rational(str(v)) for v in vals] for k, vals in RATIONAL_POINT.items()}
     e = sp.Rational(1, 2)
     moved_m = [v + e * w for v, w in zip(p["x_m"], p["u_m"], strict=True)]
