@@ -132,7 +132,13 @@ def check_port(port: int) -> None:
 
 def app_dir() -> Path:
     """JupyterLab's application directory of this environment (``jupyter lab path``)."""
-    from jupyterlab.commands import get_app_dir
+    try:
+        from jupyterlab.commands import get_app_dir
+    except ImportError:
+        raise LabError(
+            f"JupyterLab is not installed for {sys.executable}; "
+            "`make lab` installs it from requirements.txt into .venv"
+        ) from None
 
     return Path(get_app_dir())
 
@@ -201,7 +207,7 @@ def lab_command(port: int, root: Path, workspaces: Path, extra: Sequence[str] = 
     if not executable.exists():
         raise LabError(
             f"JupyterLab is not installed next to {sys.executable}; "
-            "`make lab` installs it from requirements.txt (or run `make venv`)"
+            "`make lab` installs it from requirements.txt into .venv"
         )
     # Jupyter refuses to run as root unless told; containers and CI often run as root,
     # and the server listens on 127.0.0.1 only.
