@@ -14,6 +14,7 @@ VENV_STAMP := $(VENV)/.installed
 VENDOR     := _assets/vendor
 VENDOR_STAMP := $(VENDOR)/.installed
 PORT       ?= 8000
+LAB_PORT   ?= 8888
 
 # Front-end packages the built site serves itself (no CDN), fetched from the npm
 # registry by exact version.
@@ -26,7 +27,7 @@ HTML_MANAGER := @jupyter-widgets/html-manager@1.0.6
 # `nb_execution_raise_on_error` in _config.yml.
 JB_FLAGS := -W -n --keep-going
 
-.PHONY: book test bench lint serve clean venv assets browser jb-build
+.PHONY: book test bench lint serve lab clean venv assets browser jb-build
 
 book: $(VENV_STAMP) $(VENDOR_STAMP)
 	@$(MAKE) --no-print-directory jb-build
@@ -52,8 +53,8 @@ bench: $(VENV_STAMP) $(VENDOR_STAMP) browser
 	$(PY) -m bench
 
 lint: $(VENV_STAMP)
-	$(VENV)/bin/ruff check rope_lib tests bench
-	$(VENV)/bin/ruff format --check rope_lib tests bench
+	$(VENV)/bin/ruff check rope_lib tests bench tools
+	$(VENV)/bin/ruff format --check rope_lib tests bench tools
 
 serve: book
 	$(PY) -m http.server --bind 127.0.0.1 --directory $(BUILD_DIR)/html $(PORT)
@@ -62,6 +63,12 @@ clean:
 	rm -rf $(BUILD_DIR) $(VENDOR) .pytest_cache .ruff_cache .hypothesis
 
 venv: $(VENV_STAMP)
+
+# JupyterLab from .venv on 127.0.0.1:$(LAB_PORT), opening on index.md, with the
+# chapters opening as notebooks (Jupytext) and live sliders (ipywidgets); a busy
+# port is refused with a one-line message.  See tools/lab.py.
+lab: $(VENV_STAMP)
+	$(PY) tools/lab.py --port '$(LAB_PORT)'
 
 $(VENV_STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
