@@ -1,19 +1,34 @@
 """Benchmark of rope_lib.apply_rope against the real RoPE implementations (torch, float32, CPU).
 
-Run ``python bench/bench_rope.py`` (or ``main()``).  Queries and keys of shape
-(1, 32, 4096, 128) in float32 are rotated, in the same run and in interleaved repetitions, by
+Run ``python -m bench rope`` (or ``python bench/bench_rope.py``, or ``main()``).  Queries and
+keys of shape (1, 32, 4096, 128) in float32 are rotated, in the same run and in interleaved
+repetitions (the order of the routes rotates from one repetition to the next), by
 
 * ``rope_lib`` with ``layout="interleaved"`` and with ``layout="half"`` (tables cached, as
-  when every layer of a model rotates at the same positions; a cold call is timed too);
+  when every layer of a model rotates at the same positions; a cold call, tables rebuilt
+  from the float64 angles, is timed too), and the half layout once more with the
+  huge-page hint switched on (``rope_lib.rotation._HUGE_PAGE_OUTPUTS``, off by default: the
+  results are advised to live on 2 MiB pages, which cuts the page faults of their first
+  write; only the allocation differs, the arithmetic is the same);
 * Hugging Face's ``apply_rotary_pos_emb`` (half layout) with the cos/sin tables of
   ``LlamaRotaryEmbedding`` computed beforehand (a model computes them once per forward);
-* the LLaMA reference method (complex multiplication, ``torch.view_as_complex``), with its
-  ``freqs_cis`` table computed beforehand;
-* a plain copy of the same bytes (``clone`` of q and k): the memory floor.
+* the LLaMA reference method (complex multiplication, ``torch.view_as_complex``, interleaved
+  layout), with its ``freqs_cis`` table computed beforehand;
+* the ``rotary-embedding-torch`` package (interleaved layout), its frequency cache filled
+  beforehand;
+* the memory floor: a copy of q and k into two buffers allocated once before the timing
+  (``copy_``), which reads and writes the same bytes as any route and allocates nothing;
+* ``clone`` of q and k: the same copy into freshly allocated tensors.  Every route above
+  returns new tensors, so it pays this allocation (and the page faults of first touching
+  the new memory) too; the gap between this row and the floor is that cost.
 
-It prints the minimum and median of each, the ratios to the fastest peer and to the floor,
-and the largest error of each route against a float64 reference at positions 0..4095.
-Goal: rope_lib at least as fast as the fastest peer and within 3x of the memory floor.
+Every route runs under the process's torch thread count (``torch.get_num_threads()``,
+printed in the header); the benchmark does not change it.
+The table gives the minimum and the median of each route, the ratio of each median to the
+fastest peer's and to the floor's, and the largest error of each route against a float64
+reference at positions 0..4095.  The goal printed at the end: ``rope_lib`` in each layout
+at least as fast (median) as the fastest peer.  Only ratios within one run mean anything:
+the machine may be shared, so run the benchmark more than once.
 """
 
 from __future__ import annotations
@@ -30,6 +45,8 @@ from rope_lib import apply_rope, llama_apply_rotary_emb, llama_precompute_freqs_
 SHAPE = (1, 32, 4096, 128)  # (batch, heads, T, d)
 BASE = 10000.0
 REPEATS = 9
+FLOOR = "copy into preallocated buffers"
+PEERS = ("HF apply_rotary_pos_emb", "LLaMA complex", "rotary-embedding-torch")
 
 
 def _hf_routes(d: int, T: int):
@@ -50,6 +67,14 @@ def _hf_routes(d: int, T: int):
     return apply_rotary_pos_emb, cos, sin
 
 
+def _rotary_embedding_torch(d: int, T: int):
+    from rotary_embedding_torch import RotaryEmbedding
+
+    rotary = RotaryEmbedding(dim=d, theta=BASE, cache_max_seq_len=T)
+    rotary.rotate_queries_or_keys(torch.zeros(1, 1, T, d), seq_dim=-2)  # fills its cache
+    return rotary
+
+
 def main(repeats: int = REPEATS) -> dict[str, float]:
     torch.manual_seed(0)
     B, H, T, d = SHAPE
@@ -59,6 +84,17 @@ def main(repeats: int = REPEATS) -> dict[str, float]:
     apply_hf, cos, sin = _hf_routes(d, T)
     freqs_cis = llama_precompute_freqs_cis(d, T, BASE)
     q_llama, k_llama = q.transpose(1, 2), k.transpose(1, 2)  # LLaMA's (B, T, H, d) view
+    rotary = _rotary_embedding_torch(d, T)
+    q_buf, k_buf = torch.empty_like(q), torch.empty_like(k)
+    q_buf.fill_(0.0)  # touched once here, so the floor pays no page faults
+    k_buf.fill_(0.0)
+
+    def hinted_half():
+        rope_lib.rotation._HUGE_PAGE_OUTPUTS = True
+        try:
+            return apply_rope(q, positions, BASE, "half"), apply_rope(k, positions, BASE, "half")
+        finally:
+            rope_lib.rotation._HUGE_PAGE_OUTPUTS = False
 
     def cold_rope():
         rope_lib.rotation._cos_sin_float64.cache_clear()
@@ -74,10 +110,16 @@ def main(repeats: int = REPEATS) -> dict[str, float]:
             apply_rope(q, positions, BASE, "half"),
             apply_rope(k, positions, BASE, "half"),
         ),
+        "rope_lib half, huge-page hint": hinted_half,
         "rope_lib interleaved, cold tables": cold_rope,
         "HF apply_rotary_pos_emb": lambda: apply_hf(q, k, cos, sin),
         "LLaMA complex": lambda: llama_apply_rotary_emb(q_llama, k_llama, freqs_cis),
-        "copy (memory floor)": lambda: (q.clone(), k.clone()),
+        "rotary-embedding-torch": lambda: (
+            rotary.rotate_queries_or_keys(q, seq_dim=-2),
+            rotary.rotate_queries_or_keys(k, seq_dim=-2),
+        ),
+        FLOOR: lambda: (q_buf.copy_(q), k_buf.copy_(k)),
+        "clone (fresh buffers)": lambda: (q.clone(), k.clone()),
     }
     outputs = {name: fn() for name, fn in routes.items()}  # warm-up, and outputs for accuracy
     times: dict[str, list[float]] = {name: [] for name in routes}
@@ -90,22 +132,21 @@ def main(repeats: int = REPEATS) -> dict[str, float]:
 
     reference = apply_rope(q.double(), positions, BASE)  # float64, tested against peers
     ref_half = apply_rope(q.double(), positions, BASE, "half")
+    first = {name: out[0] for name, out in outputs.items()}
+    first["LLaMA complex"] = first["LLaMA complex"].transpose(1, 2)
+    half_routes = ("rope_lib half", "rope_lib half, huge-page hint", "HF apply_rotary_pos_emb")
     errors = {
-        "rope_lib interleaved": outputs["rope_lib interleaved"][0].double() - reference,
-        "rope_lib half": outputs["rope_lib half"][0].double() - ref_half,
-        "rope_lib interleaved, cold tables": outputs["rope_lib interleaved, cold tables"][
-            0
-        ].double()
-        - reference,
-        "HF apply_rotary_pos_emb": outputs["HF apply_rotary_pos_emb"][0].double() - ref_half,
-        "LLaMA complex": outputs["LLaMA complex"][0].transpose(1, 2).double() - reference,
+        name: (first[name].double() - (ref_half if name in half_routes else reference))
+        .abs()
+        .max()
+        .item()
+        for name in names
+        if name.startswith("rope_lib") or name in PEERS
     }
 
     best = {name: min(t) for name, t in times.items()}
     median = {name: statistics.median(t) for name, t in times.items()}
-    peers = ("HF apply_rotary_pos_emb", "LLaMA complex")
-    fastest_peer = min(peers, key=lambda n: median[n])
-    floor = "copy (memory floor)"
+    fastest_peer = min(PEERS, key=lambda n: median[n])
     print(
         f"RoPE on q and k of shape {SHAPE}, float32, CPU, {torch.get_num_threads()} threads, "
         f"{repeats} interleaved repetitions"
@@ -115,21 +156,19 @@ def main(repeats: int = REPEATS) -> dict[str, float]:
         f"{'max error':>10s}"
     )
     for name in routes:
-        err = f"{errors[name].abs().max().item():.1e}" if name in errors else "-"
+        err = f"{errors[name]:.1e}" if name in errors else "-"
         print(
             f"{name:36s} {1e3 * best[name]:8.1f} {1e3 * median[name]:10.1f} "
-            f"{median[name] / median[fastest_peer]:9.2f} {median[name] / median[floor]:10.2f} "
+            f"{median[name] / median[fastest_peer]:9.2f} {median[name] / median[FLOOR]:10.2f} "
             f"{err:>10s}"
         )
-    print(f"fastest peer (median): {fastest_peer}")
-    for name in ("rope_lib interleaved", "rope_lib half"):
-        ok_peer = median[name] <= median[fastest_peer]
-        ok_floor = median[name] <= 3.0 * median[floor]
+    print(f"fastest peer (median): {fastest_peer}; floor: {FLOOR}")
+    for name in ("rope_lib interleaved", "rope_lib half", "rope_lib half, huge-page hint"):
+        ratio = median[name] / median[fastest_peer]
         print(
-            f"{name}: {'meets' if ok_peer else 'MISSES'} 'at least as fast as the fastest peer' "
-            f"(ratio {median[name] / median[fastest_peer]:.2f}); "
-            f"{'meets' if ok_floor else 'MISSES'} 'within 3x of the memory floor' "
-            f"(ratio {median[name] / median[floor]:.2f})"
+            f"{name}: {'meets' if ratio <= 1.0 else 'MISSES'} 'at least as fast as the "
+            f"fastest peer' (median ratio {ratio:.2f}); {median[name] / median[FLOOR]:.2f} "
+            f"times the floor"
         )
     return median
 

@@ -240,16 +240,177 @@ def test_apply_rope_low_precision_numpy(dtype):
     assert np.all(np.abs(y - expected) <= tol * np.maximum(np.abs(expected), 2.0**-14) + 1e-6)
 
 
-def test_apply_rope_accepts_views_and_float_positions():
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_apply_rope_accepts_views_and_float_positions(layout):
     x = torch.randn(3, 9, 13, dtype=torch.float64)[..., 1:9, 1:13]  # odd storage offset, strided
     pos = torch.arange(8, dtype=torch.float32) * 3  # whole numbers stored as floats
-    expected = rope_2x2(x.numpy(), np.arange(8) * 3)
-    np.testing.assert_allclose(apply_rope(x, pos).numpy(), expected, atol=1e-12)
+    expected = rope_2x2(x.numpy(), np.arange(8) * 3, layout=layout)
+    np.testing.assert_allclose(apply_rope(x, pos, layout=layout).numpy(), expected, atol=1e-12)
     np.testing.assert_allclose(
-        apply_rope(x.transpose(0, 1).transpose(0, 1), pos).numpy(), expected, atol=1e-12
+        apply_rope(x.transpose(0, 1).transpose(0, 1), pos, layout=layout).numpy(),
+        expected,
+        atol=1e-12,
+    )
+    rows_first = x.transpose(0, 1).contiguous().transpose(0, 1)  # same values, T-major strides
+    assert not rows_first.is_contiguous()
+    np.testing.assert_allclose(
+        apply_rope(rows_first, pos, layout=layout).numpy(), expected, atol=1e-12
     )
     x32 = x.float()
-    np.testing.assert_allclose(apply_rope(x32, pos).double().numpy(), expected, atol=2e-6)
+    np.testing.assert_allclose(
+        apply_rope(x32, pos, layout=layout).double().numpy(), expected, atol=2e-6
+    )
+    assert torch.equal(x32, x.float())  # the input is not modified
+
+
+# ------------------------------------------------ half-layout blocks and the table cache
+
+
+@pytest.mark.parametrize("hint", [False, True])
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize(
+    "shape", [(1, 2), (5, 2), (7, 8), (3, 37, 8), (2, 3, 11, 16), (40, 3, 4), (2, 1, 6)]
+)
+def test_apply_rope_torch_matches_explicit_route(monkeypatch, hint, layout, shape):
+    """Both layouts, float64 and float32, with and without the huge-page hint's route (an
+    empty result, advised when it spans a whole huge page, then written by ``out=``)."""
+    monkeypatch.setattr(rope_lib.rotation, "_HUGE_PAGE_OUTPUTS", hint)
+    monkeypatch.setattr(rope_lib.rotation, "_HUGE_PAGE_MIN_BYTES", 1024)
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape)
+    pos = rng.integers(-3000, 3000, size=shape[-2])
+    expected = rope_2x2(x, pos, 500.0, layout)
+    got = apply_rope(torch.from_numpy(x), pos, 500.0, layout)
+    np.testing.assert_allclose(got.numpy(), expected, atol=1e-12)
+    got32 = apply_rope(torch.from_numpy(x).float(), pos, 500.0, layout)
+    assert got32.dtype == torch.float32
+    assert np.abs(got32.double().numpy() - expected).max() < 2e-6 * max(1.0, np.abs(x).max())
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_huge_page_hint_gives_an_ordinary_tensor(monkeypatch, layout):
+    """With the hint on, a result above the size limit (4 MiB here) is a plain torch
+    tensor: right values, its own resizable storage, freed like any other."""
+    monkeypatch.setattr(rope_lib.rotation, "_HUGE_PAGE_OUTPUTS", True)
+    monkeypatch.setattr(rope_lib.rotation, "_HUGE_PAGE_MIN_BYTES", 1 << 22)
+    found = rope_lib.rotation._madvise()
+    if found is None:
+        pytest.skip("no madvise(MADV_HUGEPAGE) on this platform")
+    calls = []
+
+    def recording(start, length, advice):
+        calls.append((start, length))
+        return found[0](start, length, advice)
+
+    monkeypatch.setattr(rope_lib.rotation, "_madvise", lambda: (recording, found[1]))
+    rng = np.random.default_rng(33)
+    x = torch.from_numpy(rng.standard_normal((4, 1024, 128)).astype(np.float32))  # 2 MiB
+    x2 = torch.cat((x, x))  # 4 MiB: hinted
+    pos = rng.integers(0, 10**6, size=1024)
+    small = apply_rope(x, pos, layout=layout)
+    assert not calls  # below the size limit
+    big = apply_rope(x2, pos, layout=layout)
+    (start, length) = calls[0]
+    begin = big.untyped_storage().data_ptr()
+    assert start % (1 << 21) == 0 and length % (1 << 21) == 0 and length > 0
+    assert begin <= start and start + length <= begin + big.untyped_storage().nbytes()
+    assert torch.equal(big[:4], small) and torch.equal(big[4:], small)
+    expected = rope_2x2(x[:, :8].double().numpy(), pos[:8], layout=layout)
+    assert np.abs(big[:4, :8].double().numpy() - expected).max() < 2e-6 * x.abs().max().item()
+    assert big.is_contiguous() and big.untyped_storage().resizable()
+    big.resize_(3)  # an ordinary storage can be resized
+    assert big.shape == (3,)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("shape", [(0, 4, 8), (2, 0, 8), (3, 0, 2)])
+def test_apply_rope_empty_inputs(layout, shape):
+    pos = np.arange(shape[-2])
+    for x in (np.zeros(shape), torch.zeros(shape), torch.zeros(shape, dtype=torch.bfloat16)):
+        y = apply_rope(x, pos, layout=layout)
+        assert type(y) is type(x) and tuple(y.shape) == shape and y.dtype == x.dtype
+
+
+def _clear_table_caches():
+    rope_lib.rotation._cos_sin_float64.cache_clear()
+    rope_lib.rotation._torch_tables.cache_clear()
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_table_cache_keys_positions_base_and_dtype(layout):
+    """Calls that differ only in positions, base or dtype, in turn and then again (from the
+    cache): each result is the explicit route's at its own positions and base."""
+    _clear_table_caches()
+    rng = np.random.default_rng(30)
+    x = rng.standard_normal((2, 6, 8))
+    pos = np.array([0, 5, -3, 100, 7, 2])
+    calls = [
+        (torch.float64, pos, 10000.0),
+        (torch.float64, pos + 1, 10000.0),
+        (torch.float64, pos[::-1], 10000.0),
+        (torch.float64, pos, 500.0),
+        (torch.float32, pos, 500.0),
+        (torch.float32, pos, 10000.0),
+        (torch.bfloat16, pos, 10000.0),
+    ]
+    for _ in range(2):
+        for dtype, p, base in calls:
+            xt = torch.from_numpy(x).to(dtype)
+            y = apply_rope(xt, p, base, layout)
+            assert y.dtype == dtype
+            expected = rope_2x2(xt.double().numpy(), p, base, layout)
+            tol = {torch.float64: 1e-12, torch.float32: 2e-6, torch.bfloat16: 2e-2}[dtype]
+            assert np.abs(y.double().numpy() - expected).max() < tol, (dtype, base)
+            np_y = apply_rope(xt.double().numpy(), p, base, layout)  # numpy route, same cache
+            np.testing.assert_allclose(np_y, expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_mutating_inputs_or_outputs_after_a_call_leaves_no_stale_tables(layout):
+    """The tables are keyed by the positions' values, not by the array holding them, and
+    no result shares memory with a cached table."""
+    _clear_table_caches()
+    x = torch.from_numpy(np.random.default_rng(31).standard_normal((3, 5, 8)))
+    pos = np.arange(5)
+    first = apply_rope(x, pos, layout=layout)
+    np.testing.assert_allclose(first.numpy(), rope_2x2(x.numpy(), range(5), layout=layout))
+    pos *= 7  # the same array, new values
+    second = apply_rope(x, pos, layout=layout)
+    np.testing.assert_allclose(second.numpy(), rope_2x2(x.numpy(), pos, layout=layout))
+    pos_t = torch.arange(5)
+    third = apply_rope(x, pos_t, layout=layout)
+    pos_t.mul_(7)  # a position tensor changed in place
+    np.testing.assert_allclose(apply_rope(x, pos_t, layout=layout).numpy(), second.numpy())
+    first.fill_(0.0)  # a result changed in place
+    third.mul_(2.0)
+    np.testing.assert_allclose(
+        apply_rope(x, range(5), layout=layout).numpy(), rope_2x2(x.numpy(), range(5), layout=layout)
+    )
+    x_np = x.numpy().copy()
+    out_np = apply_rope(x_np, range(5), layout=layout)
+    out_np[...] = 0.0  # a numpy result changed in place (its cached tables are read-only)
+    np.testing.assert_allclose(
+        apply_rope(x_np, range(5), layout=layout), rope_2x2(x_np, range(5), layout=layout)
+    )
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_tables_are_kept_per_device(layout):
+    """Tables built for one device are never handed to a tensor on another: a call on the
+    meta device (and on CUDA when present) first, then the same call on the CPU."""
+    _clear_table_caches()
+    x = torch.from_numpy(np.random.default_rng(32).standard_normal((2, 5, 8)))
+    pos = [0, 1, 2, 30, 400]
+    devices = ["meta"] + (["cuda"] if torch.cuda.is_available() else [])
+    expected = rope_2x2(x.numpy(), pos, layout=layout)
+    for device in devices:
+        y = apply_rope(x.to(device), pos, layout=layout)
+        assert y.device.type == device and y.shape == x.shape and y.dtype == x.dtype
+        if device != "meta":
+            np.testing.assert_allclose(y.cpu().numpy(), expected, atol=1e-12)
+    y = apply_rope(x, pos, layout=layout)
+    assert y.device.type == "cpu"
+    np.testing.assert_allclose(y.numpy(), expected, atol=1e-12)
 
 
 # ------------------------------------------------------------------- real peers
