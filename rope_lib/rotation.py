@@ -390,9 +390,13 @@ def apply_rope(x: Any, positions: Any, base: float = 10000.0, layout: str = "int
     ``nan``: ``apply_rope(x, [0])`` with ``x[0, 0] = inf`` gives ``(inf, nan)`` in pair 0.
     Other pairs and other rows are unaffected.
 
-    Autograd: both layouts are differentiable with respect to a torch ``x``.  When ``x``
-    requires grad (with grad mode on) the half layout builds its result out of place;
-    otherwise it writes into one preallocated output.  The angles stay float64 either way.
+    Autograd: both layouts are differentiable with respect to a torch ``x`` (backward, and
+    forward mode through ``torch.func.jvp``).  When ``x`` requires grad (with grad mode
+    on) the half layout builds its result out of place; otherwise it computes
+    ``x * [cos | cos]`` in one new tensor and adds the partner terms to its two halves in
+    place.  The cos/sin tables of the 16 most recent combinations of positions, ``d``,
+    base, dtype, device and layout are kept, keyed by the positions' values.
+    The angles stay float64 either way.
 
     Parameters
     ----------

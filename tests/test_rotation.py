@@ -937,6 +937,21 @@ def test_apply_rope_gradient_is_the_inverse_rotation(layout, dtype):
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_apply_rope_forward_mode_and_vmap(layout):
+    """The tangent of a linear map is the map of the tangent: torch.func.jvp gives the
+    explicit route applied to the tangent; torch.func.vmap gives the unbatched result."""
+    rng = np.random.default_rng(25)
+    x, v = (torch.from_numpy(rng.standard_normal((3, 5, 8))) for _ in range(2))
+    y, dy = torch.func.jvp(lambda t: apply_rope(t, GRAD_POSITIONS, 500.0, layout), (x,), (v,))
+    np.testing.assert_allclose(y.numpy(), rope_2x2(x.numpy(), GRAD_POSITIONS, 500.0, layout))
+    np.testing.assert_allclose(dy.numpy(), rope_2x2(v.numpy(), GRAD_POSITIONS, 500.0, layout))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch's note on a slow batching rule
+        batched = torch.func.vmap(lambda t: apply_rope(t, GRAD_POSITIONS, 500.0, layout))(x)
+    np.testing.assert_allclose(batched.numpy(), y.numpy(), rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
 def test_apply_rope_grad_and_inference_paths_agree(layout):
     x = torch.randn(2, 4, 6, 32)
     pos = np.arange(6) * 1000
