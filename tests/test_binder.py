@@ -1,0 +1,358 @@
+"""The Binder environment (``binder/``) and the chapters' ``.ipynb`` downloads.
+
+What Binder would do, done here as far as this machine allows:
+
+1. ``binder/requirements.txt`` names PyTorch's CPU wheel index and the CPU build of
+   the root pin, and takes every other pin from the root ``requirements.txt``.
+2. A FRESH virtual environment under ``_build/`` (``python -m venv``, not the project's
+   ``.venv``) installs from it with pip, from the repository root as repo2docker does.
+   This machine reaches only its own package registry, not PyTorch's index, so the
+   install drops the one ``--extra-index-url`` line and nothing else (that registry
+   serves the same ``torch 2.13.0+cpu`` wheel).  ``--no-compile`` skips writing
+   ``.pyc`` files, which only saves time.
+3. ``binder/postBuild`` runs with ``NB_PYTHON_PREFIX`` at that environment; the
+   settings file it writes must be the one that environment's JupyterLab reads, and
+   the viewer it names must be one Jupytext's installed extension provides.
+4. Every chapter's downloaded ``.ipynb`` (from ``_build/html``, so ``make book``
+   first) is copied to a temporary folder and executed in that environment by plain
+   nbclient, in a process that never imports Jupytext; any error output fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[1]
+BINDER = ROOT / "binder"
+BUILD = ROOT / "_build"
+SITE = BUILD / "html"
+VENV = BUILD / "binder-venv"
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+pytestmark = pytest.mark.xdist_group("binder")
+
+
+def _lines(path: Path) -> list[str]:
+    """Requirement-file lines without comments and blanks."""
+    stripped = (line.split(" #", 1)[0].strip() for line in path.read_text().splitlines())
+    return [line for line in stripped if line and not line.startswith("#")]
+
+
+def _chapters() -> list[Path]:
+    """The chapter notebooks: MyST Markdown files with a Jupytext header."""
+    return sorted(
+        p for p in (ROOT / "chapters").glob("*.md") if p.read_text().startswith("---\njupytext:")
+    )
+
+
+def _downloads() -> list[Path]:
+    missing = [
+        c.stem
+        for c in _chapters()
+        if not (SITE / "_sources/chapters" / f"{c.stem}.ipynb").is_file()
+    ]
+    assert not missing, f"no downloaded .ipynb in {SITE} for {missing}: run `make book` first"
+    return [SITE / "_sources/chapters" / f"{c.stem}.ipynb" for c in _chapters()]
+
+
+# --- 1. the requirements ---------------------------------------------------------------
+
+
+def test_binder_requirements_take_the_cpu_build_and_the_root_pins() -> None:
+    lines = _lines(BINDER / "requirements.txt")
+    index_options = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links")
+    indexes = [line for line in lines if line.split()[0].split("=")[0] in index_options]
+    assert indexes == [f"--extra-index-url {CPU_INDEX}"]
+    assert "-r ../requirements.txt" in lines
+    pins = [Requirement(line) for line in lines if not line.startswith("-")]
+    assert [str(p) for p in pins] == ["torch==2.13.0+cpu"], "one source of pins: the root file"
+
+    (root_torch,) = [
+        Requirement(line)
+        for line in _lines(ROOT / "requirements.txt")
+        if not line.startswith("-") and Requirement(line).name == "torch"
+    ]
+    cpu = Version(str(pins[0].specifier).removeprefix("=="))
+    assert cpu.local == "cpu"
+    assert cpu.public == str(root_torch.specifier).removeprefix("==")
+    # the root pin accepts the CPU build, so the two lines resolve to one torch
+    assert root_torch.specifier.contains(cpu)
+
+
+def test_binder_folder_holds_the_whole_configuration() -> None:
+    # repo2docker ignores root-level configuration once binder/ exists
+    assert not (ROOT / "postBuild").exists() and not (ROOT / "runtime.txt").exists()
+    assert (BINDER / "runtime.txt").read_text().strip() == "python-3.11"
+    assert os.access(BINDER / "postBuild", os.X_OK)
+
+
+def test_postbuild_names_what_it_needs(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "NB_PYTHON_PREFIX"}
+    unset = subprocess.run(
+        ["bash", str(BINDER / "postBuild")], env=env, capture_output=True, text=True, cwd=ROOT
+    )
+    assert unset.returncode != 0 and "NB_PYTHON_PREFIX" in unset.stderr
+    env["NB_PYTHON_PREFIX"] = str(tmp_path)
+    empty = subprocess.run(
+        ["bash", str(BINDER / "postBuild")], env=env, capture_output=True, text=True, cwd=ROOT
+    )
+    assert empty.returncode != 0 and "Jupytext's JupyterLab extension" in empty.stderr
+
+
+def test_postbuild_merges_the_lab_settings_into_existing_overrides(tmp_path: Path) -> None:
+    """Into a stand-in prefix: the book's viewer settings land, another override stays."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").symlink_to(sys.executable)
+    (tmp_path / "share/jupyter/labextensions/jupyterlab-jupytext").mkdir(parents=True)
+    settings = tmp_path / "share/jupyter/lab/settings"
+    settings.mkdir(parents=True)
+    theme = {"@jupyterlab/apputils-extension:themes": {"theme": "JupyterLab Dark"}}
+    (settings / "overrides.json").write_text(json.dumps(theme))
+    env = os.environ | {"NB_PYTHON_PREFIX": str(tmp_path)}
+    result = subprocess.run(
+        ["bash", str(BINDER / "postBuild")], env=env, capture_output=True, text=True, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stderr
+    merged = json.loads((settings / "overrides.json").read_text())
+    assert merged["@jupyterlab/apputils-extension:themes"] == {"theme": "JupyterLab Dark"}
+    viewers = merged["@jupyterlab/docmanager-extension:plugin"]["defaultViewers"]
+    assert viewers["markdown"] == "Jupytext Notebook"
+
+
+# --- the downloads in the built site -----------------------------------------------------
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.hrefs += [value for name, value in attrs if name == "href" and value]
+
+
+@pytest.mark.parametrize("chapter", _chapters(), ids=lambda p: p.stem)
+def test_chapter_page_offers_its_executed_notebook(chapter: Path) -> None:
+    page = SITE / "chapters" / f"{chapter.stem}.html"
+    links = _Links()
+    links.feed(page.read_text())
+    assert f"../_sources/chapters/{chapter.stem}.ipynb" in links.hrefs
+    assert f"../_sources/chapters/{chapter.stem}.md" in links.hrefs
+
+    notebook = nbformat.read(SITE / "_sources/chapters" / f"{chapter.stem}.ipynb", as_version=4)
+    assert notebook.nbformat == 4
+    nbformat.validate(notebook)
+    assert notebook.metadata.kernelspec.name == "python3"
+    # the same code as the chapter's source (read independently, by Jupytext) ...
+    source = jupytext.read(chapter)
+    code = [c.source for c in source.cells if c.cell_type == "code"]
+    assert [c.source for c in notebook.cells if c.cell_type == "code"] == code
+    # ... and executed: code cells carry outputs
+    assert any(c.outputs for c in notebook.cells if c.cell_type == "code")
+
+
+# --- 2-4. a fresh environment from binder/ ----------------------------------------------
+
+
+def _clean_env(home: Path) -> dict[str, str]:
+    """The environment without the project venv, and with Jupyter's user folders empty."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("VIRTUAL_ENV", "PYTHONPATH", "ROPE_LIB_STATIC") and not k.startswith("JUPYTER")
+    }
+    for name in ("HOME", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "IPYTHONDIR", "MPLCONFIGDIR"):
+        env[name] = str(home / name.lower())
+    env["PATH"] = f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+@pytest.fixture(scope="module")
+def binder_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv installed from binder/requirements.txt, then binder/postBuild run."""
+    shutil.rmtree(VENV, ignore_errors=True)
+    mirror = tmp_path_factory.mktemp("binder-files")
+    # the same layout (binder/requirements.txt beside ../requirements.txt), one line less
+    (mirror / "binder").mkdir()
+    keep = [
+        line
+        for line in (BINDER / "requirements.txt").read_text().splitlines()
+        if not line.startswith("--extra-index-url")
+    ]
+    (mirror / "binder" / "requirements.txt").write_text("\n".join(keep) + "\n")
+    shutil.copy(ROOT / "requirements.txt", mirror / "requirements.txt")
+
+    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, timeout=300)
+    install = subprocess.run(
+        [str(VENV / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
+        + ["--no-compile", "--quiet", "-r", str(mirror / "binder" / "requirements.txt")],
+        cwd=ROOT,  # repo2docker's working directory: `-e .` is the repository
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
+
+    home = tmp_path_factory.mktemp("home")
+    env = _clean_env(home) | {"NB_PYTHON_PREFIX": str(VENV)}
+    post = subprocess.run(
+        ["bash", str(BINDER / "postBuild")], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert post.returncode == 0, post.stdout + post.stderr
+    return VENV
+
+
+def _venv_python(code: str, home: Path) -> str:
+    result = subprocess.run(
+        [str(VENV / "bin" / "python"), "-c", code],
+        env=_clean_env(home),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+@pytest.mark.slow
+def test_fresh_venv_has_the_cpu_torch_and_consistent_pins(
+    binder_venv: Path, tmp_path: Path
+) -> None:
+    versions = json.loads(
+        _venv_python(
+            "import json, importlib.metadata as m; print(json.dumps({n: m.version(n) for n in "
+            "('torch', 'jupyterlab', 'jupytext', 'rope_lib', 'numpy')}))",
+            tmp_path,
+        )
+    )
+    assert versions["torch"] == "2.13.0+cpu"
+    root = {
+        Requirement(line).name: str(Requirement(line).specifier).removeprefix("==")
+        for line in _lines(ROOT / "requirements.txt")
+        if not line.startswith("-")
+    }
+    for name in ("jupyterlab", "jupytext", "numpy"):
+        assert versions[name] == root[name], name
+    check = subprocess.run(
+        [str(binder_venv / "bin" / "python"), "-m", "pip", "check"],
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stdout
+
+
+@pytest.mark.slow
+def test_postbuild_makes_jupytext_the_default_viewer(binder_venv: Path, tmp_path: Path) -> None:
+    # where this environment's JupyterLab reads its settings overrides from
+    settings_dir = Path(
+        _venv_python(
+            "from jupyterlab.labapp import LabApp; print(LabApp().app_settings_dir)", tmp_path
+        ).strip()
+    )
+    overrides = json.loads((settings_dir / "overrides.json").read_text())
+    viewers = overrides["@jupyterlab/docmanager-extension:plugin"]["defaultViewers"]
+    assert viewers["markdown"] == "Jupytext Notebook"
+
+    extensions = binder_venv / "share" / "jupyter" / "labextensions"
+    assert (extensions / "@jupyter-widgets" / "jupyterlab-manager" / "package.json").is_file()
+    assert (extensions / "jupyterlab-myst" / "package.json").is_file()
+    jupytext_js = (extensions / "jupyterlab-jupytext" / "static").glob("*.js")
+    assert any("Jupytext Notebook" in p.read_text(errors="replace") for p in jupytext_js), (
+        "Jupytext's lab extension provides no viewer called 'Jupytext Notebook'"
+    )
+
+
+DRIVER = """
+import json, shutil, sys, tempfile
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+
+def run(notebook, folder):
+    NotebookClient(
+        notebook, kernel_name="python3", timeout=300, startup_timeout=120,
+        resources={"metadata": {"path": folder}},
+    ).execute()
+
+
+def visible(cell):
+    # MyST-NB's glue(..., display=False) output is hidden data for the book's text,
+    # which the book build moves out of the notebook; every other output shows
+    return [
+        o for o in cell.outputs
+        if not o.get("metadata", {}).get("scrapbook", {}).get("mime_prefix")
+    ]
+
+
+report = {"chapters": {}}
+with tempfile.TemporaryDirectory() as folder:
+    probe = nbformat.v4.new_notebook()
+    probe.cells = [nbformat.v4.new_code_cell("import sys; print(sys.prefix)")]
+    run(probe, folder)
+    report["kernel_prefix"] = probe.cells[0].outputs[0]["text"].strip()
+    for name in sys.argv[2:]:
+        copy = Path(folder) / Path(name).name
+        shutil.copy(name, copy)
+        notebook = nbformat.read(copy, as_version=4)
+        entry = report["chapters"][Path(name).stem] = {"raised": None}
+        try:
+            run(notebook, folder)
+        except CellExecutionError as error:
+            entry["raised"] = str(error)[-2000:]
+        code = [c for c in notebook.cells if c.cell_type == "code"]
+        entry["errors"] = [
+            i for i, c in enumerate(code) if any(o.output_type == "error" for o in c.outputs)
+        ]
+        entry["with_output"] = [i for i, c in enumerate(code) if visible(c)]
+report["jupytext_imported"] = any(m.split(".")[0] == "jupytext" for m in sys.modules)
+Path(sys.argv[1]).write_text(json.dumps(report))
+"""
+
+
+@pytest.mark.slow
+def test_downloaded_notebooks_execute_with_plain_nbclient(
+    binder_venv: Path, tmp_path: Path
+) -> None:
+    downloads = _downloads()
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    report_path = tmp_path / "report.json"
+    result = subprocess.run(
+        [str(binder_venv / "bin" / "python"), str(driver), str(report_path)]
+        + [str(p) for p in downloads],
+        env=_clean_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(report_path.read_text())
+
+    assert Path(report["kernel_prefix"]).resolve() == binder_venv.resolve()
+    assert report["jupytext_imported"] is False
+    assert sorted(report["chapters"]) == sorted(c.stem for c in _chapters())
+    for download in downloads:
+        entry = report["chapters"][download.stem]
+        assert entry["raised"] is None, f"{download.name}: {entry['raised']}"
+        assert entry["errors"] == [], (
+            f"{download.name}: error output in code cells {entry['errors']}"
+        )
+        # the cells that show output in the download are those that show output when run
+        code = [c for c in nbformat.read(download, as_version=4).cells if c.cell_type == "code"]
+        downloaded = [i for i, c in enumerate(code) if c.outputs]
+        assert downloaded == entry["with_output"], download.name
