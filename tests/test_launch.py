@@ -120,6 +120,8 @@ def _assert_notebook_download(out: Path) -> None:
     notebook = nbformat.read(out / "_sources" / "index.ipynb", as_version=4)
     nbformat.validate(notebook)
     assert notebook.metadata.kernelspec.name == "python3"
+    # the clean copy, also when the theme's launch buttons copied MyST-NB's raw one
+    assert "source_map" not in notebook.metadata
     (cell,) = [c for c in notebook.cells if c.cell_type == "code"]
     assert [o.get("text") for o in cell.outputs] == ["42\n"]
 
