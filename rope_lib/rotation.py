@@ -561,7 +561,7 @@ def _half_layout_inference(x: Any, cos2: Any, sin2: Any) -> Any:
         return out
     T, d = x.shape[-2:]
     h = d // 2
-    if not x.is_contiguous():
+    if not (x.is_contiguous() and out.is_contiguous()):
         out[..., :h].addcmul_(x[..., h:], sin2[:, h:])
         out[..., h:].addcmul_(x[..., :h], sin2[:, :h])
         return out
