@@ -539,6 +539,12 @@ def _apply_numpy(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, layout: str) -
     return out.astype(x.dtype, copy=False)
 
 
+#: Smallest ``x`` (bytes) for which :func:`_half_layout_inference` builds its row-pair
+#: view: below it the two half updates are cheaper (16 against 32 microseconds of call
+#: overhead for a (1, 8, 16, 64) float32 ``x``).
+_ROW_PAIR_MIN_BYTES = 1 << 22
+
+
 def _half_layout_inference(x: Any, cos2: Any, sin2: Any) -> Any:
     r"""Half-layout RoPE without autograd: ``x * [cos | cos] + swap_halves(x) * [-sin | sin]``.
 
@@ -554,14 +560,17 @@ def _half_layout_inference(x: Any, cos2: Any, sin2: Any) -> Any:
     ones for the first half of row 0 and the second half of row :math:`T - 1`.  (Two
     ``addcmul_`` over the halves do the same work in two passes; each parallel pass waits
     for both threads, and on a loaded 2-core machine the one-pass form measured 8-18 %
-    faster.)  A tensor that is not contiguous takes the two-pass form on its own strides.
+    faster.)  A tensor that is not contiguous takes the two-pass form on its own strides,
+    and so does one below :data:`_ROW_PAIR_MIN_BYTES`, where the views' setup costs more
+    than the pass it saves.
     """
     out = _product(x, cos2)
     if x.numel() == 0:
         return out
     T, d = x.shape[-2:]
     h = d // 2
-    if not (x.is_contiguous() and out.is_contiguous()):
+    small = x.numel() * x.element_size() < _ROW_PAIR_MIN_BYTES
+    if small or not (x.is_contiguous() and out.is_contiguous()):
         out[..., :h].addcmul_(x[..., h:], sin2[:, h:])
         out[..., h:].addcmul_(x[..., :h], sin2[:, :h])
         return out

@@ -266,16 +266,20 @@ def test_apply_rope_accepts_views_and_float_positions(layout):
 # ------------------------------------------------ half-layout blocks and the table cache
 
 
+@pytest.mark.parametrize("row_pairs", [False, True])
 @pytest.mark.parametrize("hint", [False, True])
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
 @pytest.mark.parametrize(
     "shape", [(1, 2), (5, 2), (7, 8), (3, 37, 8), (2, 3, 11, 16), (40, 3, 4), (2, 1, 6)]
 )
-def test_apply_rope_torch_matches_explicit_route(monkeypatch, hint, layout, shape):
+def test_apply_rope_torch_matches_explicit_route(monkeypatch, row_pairs, hint, layout, shape):
     """Both layouts, float64 and float32, with and without the huge-page hint's route (an
-    empty result, advised when it spans a whole huge page, then written by ``out=``)."""
+    empty result, advised when it spans a whole huge page, then written by ``out=``), and
+    in the half layout both forms of the partner terms: two half updates, or one update
+    over the view that pairs each row with the next (used from 4 MiB; here at any size)."""
     monkeypatch.setattr(rope_lib.rotation, "_HUGE_PAGE_OUTPUTS", hint)
     monkeypatch.setattr(rope_lib.rotation, "_HUGE_PAGE_MIN_BYTES", 1024)
+    monkeypatch.setattr(rope_lib.rotation, "_ROW_PAIR_MIN_BYTES", 0 if row_pairs else 1 << 62)
     rng = np.random.default_rng(sum(shape))
     x = rng.standard_normal(shape)
     pos = rng.integers(-3000, 3000, size=shape[-2])
