@@ -17,7 +17,8 @@ repetitions (the order of the routes rotates from one repetition to the next), b
 * the ``rotary-embedding-torch`` package (interleaved layout), its frequency cache filled
   beforehand;
 * the memory floor: a copy of q and k into two buffers allocated once before the timing
-  (``copy_``), which reads and writes the same bytes as any route and allocates nothing;
+  (``copy_``): it reads q and k and writes two tensors of their size, as every route
+  must, and allocates nothing;
 * ``clone`` of q and k: the same copy into freshly allocated tensors.  Every route above
   returns new tensors, so it pays this allocation (and the page faults of first touching
   the new memory) too; the gap between this row and the floor is that cost.
