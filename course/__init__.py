@@ -1,0 +1,1 @@
+"""Course material built from the book: the student edition (``make student``)."""
