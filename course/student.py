@@ -24,14 +24,16 @@ expression in the solution's namespace.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
+import multiprocessing
+import os
 import re
 import secrets
 import shutil
 import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -311,47 +313,62 @@ def _check_value(answer: Answer, value: Any) -> tuple[Any, ...]:
     return values
 
 
+#: Environment of the kernels that execute notebooks here: the slider figures are drawn
+#: statically, as in ``make book``. With live ipywidgets, nbclient now and then never gets
+#: past a cell that opens widgets (the kernel idle, the client waiting; seen twice here
+#: after ``show(...)`` cells, and reported upstream as jupyter/nbclient#312).
+KERNEL_ENV = {"ROPE_LIB_STATIC": "1"}
+
+
+def _execute_one(source: str, where: str, timeout: int) -> str:
+    """Execute one notebook (given and returned as JSON text) in this worker process."""
+    os.environ.update(KERNEL_ENV)  # inherited by the kernel this process starts
+    notebook = nbformat.reads(source, as_version=4)
+    client = NotebookClient(
+        notebook,
+        timeout=timeout,
+        startup_timeout=120,
+        kernel_name="python3",
+        resources={"metadata": {"path": where}},
+    )
+    client.execute()
+    return nbformat.writes(notebook)
+
+
 def execute_notebooks(
     jobs: Sequence[tuple[nbformat.NotebookNode, Path]], parallel: int = 2, timeout: int = 600
 ) -> None:
-    """Execute notebooks in place with nbclient, ``parallel`` kernels at a time.
+    """Execute notebooks in place with nbclient, ``parallel`` at a time.
+
+    Each notebook runs through nbclient's plain blocking ``execute()`` in a worker process,
+    with :data:`KERNEL_ENV` in its kernel's environment.
 
     Parameters
     ----------
     jobs : sequence of (notebook, directory)
         Each notebook and the working directory of its kernel.
     parallel : int
-        How many kernels run at once (at least 1).
+        How many notebooks run at once (at least 1).
     timeout : int
         Seconds a single cell may run.
 
     Raises
     ------
     nbclient.exceptions.CellExecutionError
-        From the first notebook with a cell that raises (the others still finish).
+        From the first notebook (in the order given) with a cell that raises.
     """
     if parallel < 1:
         raise ValueError(f"parallel must be at least 1, got {parallel!r}")
-
-    async def run_all() -> list[BaseException | None]:
-        gate = asyncio.Semaphore(parallel)
-
-        async def run(notebook: nbformat.NotebookNode, where: Path) -> None:
-            async with gate:
-                client = NotebookClient(
-                    notebook,
-                    timeout=timeout,
-                    startup_timeout=120,
-                    kernel_name="python3",
-                    resources={"metadata": {"path": str(where)}},
-                )
-                await client.async_execute()
-
-        return await asyncio.gather(*(run(nb, where) for nb, where in jobs), return_exceptions=True)
-
-    for result in asyncio.run(run_all()):
-        if isinstance(result, BaseException):
-            raise result
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=parallel, mp_context=context) as pool:
+        futures = [
+            pool.submit(_execute_one, nbformat.writes(nb), str(where), timeout)
+            for nb, where in jobs
+        ]
+        for (notebook, _), future in zip(jobs, futures, strict=True):
+            executed = nbformat.reads(future.result(), as_version=4)
+            notebook.cells = executed.cells
+            notebook.metadata = executed.metadata
 
 
 def probe_notebook(chapter: Chapter, answers: Mapping[str, Answer]) -> nbformat.NotebookNode:
@@ -581,7 +598,7 @@ def _check_table(chapters: Sequence[Chapter], answers: Mapping[str, Answer]) -> 
                 )
 
 
-def _prepare_out(out: Path) -> None:
+def _check_out(out: Path) -> None:
     if out.exists():
         if not out.is_dir():
             raise ValueError(f"--out {out}: exists and is not a directory")
@@ -590,6 +607,11 @@ def _prepare_out(out: Path) -> None:
                 f"--out {out}: the directory is not empty and was not written by "
                 "course/student.py; give a new or empty directory"
             )
+
+
+def _prepare_out(out: Path) -> None:
+    _check_out(out)
+    if out.exists():
         shutil.rmtree(out)
     (out / "tests").mkdir(parents=True)
     (out / MARKER).write_text("written by course/student.py; rewritten on every run\n")
@@ -632,8 +654,9 @@ def build(
         _check_table(chapters, answers)
     else:
         _check_table(chapters, table)
+    _check_out(out)  # before the long part, so a wrong --out fails at once
     probes = [probe_notebook(c, table) for c in chapters]
-    log(f"executing {len(chapters)} chapters with their solutions, {parallel} at a time")
+    log(f"executing {len(chapters)} chapter(s) with their solutions, {parallel} at a time")
     # the later chapters take longest (chapter 7 about half of the total): start them first
     jobs = [(nb, c.path.parent) for nb, c in zip(probes, chapters, strict=True)]
     execute_notebooks(jobs[::-1], parallel)
@@ -659,7 +682,9 @@ def build(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: ``python -m course.student [--out DIR] [CHAPTER.md ...]``."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m course.student", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "student")
     parser.add_argument(
         "--parallel", type=int, default=2, help="chapters executed at once (default 2)"
@@ -674,7 +699,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         edition = build(args.out, args.chapters or None, log=print, parallel=args.parallel)
     except ValueError as error:
-        print(f"make student: {error}", file=sys.stderr)
+        print(f"course.student: {error}", file=sys.stderr)
         return 2
     print(
         f"wrote {len(edition.notebooks)} notebooks and {len(edition.tests)} self-checks "

@@ -6,7 +6,8 @@ its answer cell, check cell and test file; each check accepts the right answer (
 exercises computed here by an independent route, not by the book's code), rejects wrong ones
 and blank ones with a message that does not show the answer; and every student notebook runs
 under plain nbclient with blank answers, every check failing gracefully, while solutions
-filled in at the end of two chapters make their checks pass.
+filled in at the end of two chapters make their checks pass. (Both executions draw the slider
+figures statically, ROPE_LIB_STATIC=1 as in ``make book``: see course.student.KERNEL_ENV.)
 """
 
 from __future__ import annotations
