@@ -59,8 +59,8 @@ experiment: $(VENV_STAMP)
 	$(PY) -m rope_lib.experiment_cli --config full
 
 lint: $(VENV_STAMP)
-	$(VENV)/bin/ruff check rope_lib tests bench tools course
-	$(VENV)/bin/ruff format --check rope_lib tests bench tools course
+	$(VENV)/bin/ruff check rope_lib tests bench tools course _ext
+	$(VENV)/bin/ruff format --check rope_lib tests bench tools course _ext
 
 serve: book
 	$(PY) -m http.server --bind 127.0.0.1 --directory $(BUILD_DIR)/html $(PORT)

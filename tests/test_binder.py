@@ -176,6 +176,9 @@ def _clean_env(home: Path) -> dict[str, str]:
     for name in ("HOME", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "IPYTHONDIR", "MPLCONFIGDIR"):
         env[name] = str(home / name.lower())
     env["PATH"] = f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    # static slider figures, as in `make book`: nbclient can stall after a cell that opens
+    # live ipywidgets (jupyter/nbclient#312); the live path is tested in test_lab.py
+    env["ROPE_LIB_STATIC"] = "1"
     return env
 
 

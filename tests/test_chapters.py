@@ -22,7 +22,10 @@ def _notebooks() -> list[Path]:
 
 @pytest.mark.chapter
 @pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.stem)
-def test_chapter_executes(path: Path) -> None:
+def test_chapter_executes(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # static slider figures, as in `make book`: nbclient can stall after a cell that opens
+    # live ipywidgets (jupyter/nbclient#312); the live path is tested in test_lab.py
+    monkeypatch.setenv("ROPE_LIB_STATIC", "1")
     notebook = jupytext.read(path)
     client = NotebookClient(
         notebook,
