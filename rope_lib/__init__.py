@@ -26,6 +26,7 @@ _MODULES = tuple(
         "decay",
         "base_bound",
         "context_extension",
+        "experiment",
     )
 )
 
