@@ -13,6 +13,8 @@ BUILD_DIR  := _build
 VENV_STAMP := $(VENV)/.installed
 VENDOR     := _assets/vendor
 VENDOR_STAMP := $(VENDOR)/.installed
+BINDER_ENV   := $(BUILD_DIR)/binder-venv
+BINDER_STAMP := $(BINDER_ENV)/.installed
 PORT       ?= 8000
 LAB_PORT   ?= 8888
 
@@ -27,7 +29,7 @@ HTML_MANAGER := @jupyter-widgets/html-manager@1.0.6
 # `nb_execution_raise_on_error` in _config.yml.
 JB_FLAGS := -W -n --keep-going
 
-.PHONY: book test bench lint serve lab student clean venv assets browser jb-build experiment
+.PHONY: book test bench lint serve lab student clean venv assets browser jb-build experiment binder-env
 
 book: $(VENV_STAMP) $(VENDOR_STAMP)
 	@$(MAKE) --no-print-directory jb-build
@@ -46,7 +48,10 @@ jb-build:
 	fi
 	ROPE_LIB_STATIC=1 $(JB) build $(BOOK_DIR) $(JB_FLAGS)
 
-test: book browser
+# The Binder environment (tests/test_binder.py) is made while the book builds: the build
+# mostly waits on one notebook kernel at a time, so the second core is free.
+test:
+	@$(MAKE) --no-print-directory -j2 book browser binder-env
 	$(PY) -m pytest -n 2 --dist loadgroup tests
 
 bench: $(VENV_STAMP) $(VENDOR_STAMP) browser
@@ -80,6 +85,13 @@ clean:
 	rm -rf $(BUILD_DIR) $(VENDOR) .pytest_cache .ruff_cache .hypothesis
 
 venv: $(VENV_STAMP)
+
+# A fresh environment made as repo2docker makes Binder's (tools/binder_env.py).  After
+# .venv: both install rope_lib in editable mode, which rewrites rope_lib.egg-info.
+binder-env: $(BINDER_STAMP)
+
+$(BINDER_STAMP): binder/requirements.txt requirements.txt pyproject.toml tools/binder_env.py | $(VENV_STAMP)
+	$(PYTHON) tools/binder_env.py $(BINDER_ENV)
 
 $(VENV_STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -33,6 +32,9 @@ import nbformat
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import binder_env  # noqa: E402  (tools/binder_env.py: makes the environment, as make does)
 
 ROOT = Path(__file__).resolve().parents[1]
 BINDER = ROOT / "binder"
@@ -183,33 +185,19 @@ def _clean_env(home: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def binder_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv installed from binder/requirements.txt, then binder/postBuild run."""
-    shutil.rmtree(VENV, ignore_errors=True)
-    mirror = tmp_path_factory.mktemp("binder-files")
-    # the same layout (binder/requirements.txt beside ../requirements.txt), one line less
-    (mirror / "binder").mkdir()
-    keep = [
-        line
-        for line in (BINDER / "requirements.txt").read_text().splitlines()
-        if not line.startswith("--extra-index-url")
-    ]
-    (mirror / "binder" / "requirements.txt").write_text("\n".join(keep) + "\n")
-    shutil.copy(ROOT / "requirements.txt", mirror / "requirements.txt")
+def binder_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The home folder binder/postBuild runs in (it writes the landing workspace there)."""
+    return tmp_path_factory.mktemp("home")
 
-    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, timeout=300)
-    install = subprocess.run(
-        [str(VENV / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
-        + ["--no-compile", "--quiet", "-r", str(mirror / "binder" / "requirements.txt")],
-        cwd=ROOT,  # repo2docker's working directory: `-e .` is the repository
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
 
-    home = tmp_path_factory.mktemp("home")
-    env = _clean_env(home) | {"NB_PYTHON_PREFIX": str(VENV)}
+@pytest.fixture(scope="module")
+def binder_venv(tmp_path_factory: pytest.TempPathFactory, binder_home: Path) -> Path:
+    """The Binder environment (tools/binder_env.py: repo2docker's base Jupyter packages,
+    then binder/requirements.txt, in a fresh venv), remade when its sources changed, then
+    binder/postBuild run.  `make test` makes the environment while the book builds."""
+    if not binder_env.is_current(VENV):
+        binder_env.make(VENV)
+    env = _clean_env(binder_home) | {"NB_PYTHON_PREFIX": str(VENV)}
     post = subprocess.run(
         ["bash", str(BINDER / "postBuild")], cwd=ROOT, env=env, capture_output=True, text=True
     )
@@ -236,11 +224,12 @@ def test_fresh_venv_has_the_cpu_torch_and_consistent_pins(
     versions = json.loads(
         _venv_python(
             "import json, importlib.metadata as m; print(json.dumps({n: m.version(n) for n in "
-            "('torch', 'jupyterlab', 'jupytext', 'rope_lib', 'numpy')}))",
+            "('torch', 'jupyterlab', 'jupytext', 'rope_lib', 'numpy', 'notebook')}))",
             tmp_path,
         )
     )
     assert versions["torch"] == "2.13.0+cpu"
+    assert versions["notebook"] == "7.6.5"  # binder's pin, over the base environment's
     root = {
         Requirement(line).name: str(Requirement(line).specifier).removeprefix("==")
         for line in _lines(ROOT / "requirements.txt")
@@ -257,7 +246,9 @@ def test_fresh_venv_has_the_cpu_torch_and_consistent_pins(
 
 
 @pytest.mark.slow
-def test_postbuild_makes_jupytext_the_default_viewer(binder_venv: Path, tmp_path: Path) -> None:
+def test_postbuild_makes_jupytext_the_default_viewer(
+    binder_venv: Path, binder_home: Path, tmp_path: Path
+) -> None:
     # where this environment's JupyterLab reads its settings overrides from
     settings_dir = Path(
         _venv_python(
@@ -267,6 +258,16 @@ def test_postbuild_makes_jupytext_the_default_viewer(binder_venv: Path, tmp_path
     overrides = json.loads((settings_dir / "overrides.json").read_text())
     viewers = overrides["@jupyterlab/docmanager-extension:plugin"]["defaultViewers"]
     assert viewers["markdown"] == "Jupytext Notebook"
+
+    # the landing workspace the Binder URL opens (?urlpath=lab/workspaces/rope-book)
+    workspaces = Path(
+        _venv_python(
+            "from jupyterlab.labapp import LabApp; print(LabApp().workspaces_dir)", binder_home
+        ).strip()
+    )
+    saved = [json.loads(p.read_text()) for p in workspaces.glob("*.jupyterlab-workspace")]
+    assert [w["metadata"]["id"] for w in saved] == ["/rope-book"]
+    assert "markdownviewer-widget:index.md" in saved[0]["data"]
 
     extensions = binder_venv / "share" / "jupyter" / "labextensions"
     assert (extensions / "@jupyter-widgets" / "jupyterlab-manager" / "package.json").is_file()
