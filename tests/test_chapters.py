@@ -1,7 +1,10 @@
-"""Execute every chapter notebook and fail, naming the chapter, if any cell raises.
+"""The chapters' code fits the page.
 
-The book build executes the chapters too, but through a cache; these tests run
-each chapter from scratch in a fresh kernel, exactly as a reader on Binder would.
+Where the chapters are executed: `make book` executes every chapter (and fails on a cell
+that raises), and tests/test_binder.py executes every chapter again from scratch, as the
+executed `.ipynb` each page offers, in a fresh kernel of a fresh Binder environment; the
+student edition's chapters run in tests/test_student.py.  This file used to execute them
+a third time, which only cost CI time.
 """
 
 from __future__ import annotations
@@ -10,34 +13,12 @@ from pathlib import Path
 
 import jupytext
 import pytest
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
 
 CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
 
 
 def _notebooks() -> list[Path]:
     return sorted(p for p in CHAPTERS.glob("*.md") if p.read_text().startswith("---\njupytext:"))
-
-
-@pytest.mark.chapter
-@pytest.mark.parametrize("path", _notebooks(), ids=lambda p: p.stem)
-def test_chapter_executes(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # static slider figures, as in `make book`: nbclient can stall after a cell that opens
-    # live ipywidgets (jupyter/nbclient#312); the live path is tested in test_lab.py
-    monkeypatch.setenv("ROPE_LIB_STATIC", "1")
-    notebook = jupytext.read(path)
-    client = NotebookClient(
-        notebook,
-        timeout=300,  # per cell
-        startup_timeout=120,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(CHAPTERS)}},
-    )
-    try:
-        client.execute()
-    except CellExecutionError as error:
-        pytest.fail(f"chapter {path.name} failed:\n{error}", pytrace=False)
 
 
 #: Characters of code that fit in every code cell of the built site at a 1280-pixel-wide
