@@ -319,20 +319,33 @@ def _check_value(answer: Answer, value: Any) -> tuple[Any, ...]:
 #: after ``show(...)`` cells, and reported upstream as jupyter/nbclient#312).
 KERNEL_ENV = {"ROPE_LIB_STATIC": "1"}
 
+#: Kernel starts tried per notebook.  Kernels launched at the same moment by different
+#: processes can pick the same free TCP port (seen on CI: "ZMQError: Address already in
+#: use", then "Kernel didn't respond"); a kernel that never ran a cell is started again.
+STARTUP_ATTEMPTS = 3
+
 
 def _execute_one(source: str, where: str, timeout: int) -> str:
     """Execute one notebook (given and returned as JSON text) in this worker process."""
     os.environ.update(KERNEL_ENV)  # inherited by the kernel this process starts
-    notebook = nbformat.reads(source, as_version=4)
-    client = NotebookClient(
-        notebook,
-        timeout=timeout,
-        startup_timeout=120,
-        kernel_name="python3",
-        resources={"metadata": {"path": where}},
-    )
-    client.execute()
-    return nbformat.writes(notebook)
+    for attempt in range(STARTUP_ATTEMPTS):
+        notebook = nbformat.reads(source, as_version=4)
+        client = NotebookClient(
+            notebook,
+            timeout=timeout,
+            startup_timeout=300,
+            kernel_name="python3",
+            resources={"metadata": {"path": where}},
+        )
+        try:
+            client.execute()
+        except RuntimeError:  # "Kernel didn't respond", DeadKernelError
+            ran = any(c.get("execution_count") for c in notebook.cells if c.cell_type == "code")
+            if ran or attempt == STARTUP_ATTEMPTS - 1:
+                raise
+            continue  # the kernel never started: another try is safe
+        return nbformat.writes(notebook)
+    raise AssertionError("unreachable")
 
 
 def execute_notebooks(
