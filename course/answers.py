@@ -2,8 +2,9 @@
 
 Each :class:`Answer` names an exercise label, the variable a student fills in, a Python
 expression that the generator evaluates in the *book's* kernel right after that exercise's
-solution (so the expected value comes from the book's own solution code, which asserts it
-against an independent route), the kind and precision of each value, and the prompt shown
+solution (so the expected value comes from the book's own solution code; most solutions assert
+their result against an independent route, and tests/test_student.py checks nine answers
+against values it computes without rope_lib), the kind and precision of each value, and the prompt shown
 in the answer cell. Exercises whose answer is a proof, a formula or a free choice (for
 example "find two positions such that ...") have no entry.
 """

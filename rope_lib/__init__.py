@@ -39,4 +39,4 @@ for _module in _MODULES:
     __all__ += _module.__all__
 del _module, _name
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -1,7 +1,8 @@
 """The student edition (``make student``, course/student.py).
 
-One run of the generator into a temporary directory, then: no solution text and no
-expected value leaks into the notebooks or the otter test files; every listed exercise has
+One run of the generator into a temporary directory, then: no solution text leaks into the
+notebooks or the otter test files, and no expected value into the test files (the notebooks
+keep the chapter's own text, which states a few answers, e.g. c0 in chapter 6); every listed exercise has
 its answer cell, check cell and test file; each check accepts the right answer (for several
 exercises computed here by an independent route, not by the book's code), rejects wrong ones
 and blank ones with a message that does not show the answer; and every student notebook runs
