@@ -79,7 +79,13 @@ def test_binder_requirements_take_the_cpu_build_and_the_root_pins() -> None:
     assert indexes == [f"--extra-index-url {CPU_INDEX}"]
     assert "-r ../requirements.txt" in lines
     pins = [Requirement(line) for line in lines if not line.startswith("-")]
-    assert [str(p) for p in pins] == ["torch==2.13.0+cpu"], "one source of pins: the root file"
+    # one source of pins, the root file; binder adds only the CPU torch and the notebook
+    # release for the pinned JupyterLab (repo2docker's base environment has notebook 7.4.7)
+    assert [str(p) for p in pins] == ["torch==2.13.0+cpu", "notebook==7.6.5"]
+    root_names = {
+        Requirement(line).name for line in _lines(ROOT / "requirements.txt") if line[0] != "-"
+    }
+    assert "notebook" not in root_names
 
     (root_torch,) = [
         Requirement(line)
@@ -116,17 +122,22 @@ def test_postbuild_names_what_it_needs(tmp_path: Path) -> None:
 def test_postbuild_merges_the_lab_settings_into_existing_overrides(tmp_path: Path) -> None:
     """Into a stand-in prefix: the book's viewer settings land, another override stays."""
     (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "python").symlink_to(sys.executable)
+    # a stand-in for the environment's python: this one (a symlink would lose the venv)
+    (tmp_path / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (tmp_path / "bin" / "python").chmod(0o755)
     (tmp_path / "share/jupyter/labextensions/jupyterlab-jupytext").mkdir(parents=True)
     settings = tmp_path / "share/jupyter/lab/settings"
     settings.mkdir(parents=True)
     theme = {"@jupyterlab/apputils-extension:themes": {"theme": "JupyterLab Dark"}}
     (settings / "overrides.json").write_text(json.dumps(theme))
-    env = os.environ | {"NB_PYTHON_PREFIX": str(tmp_path)}
+    config = tmp_path / "jupyter-config"  # where the landing workspace goes, not ~/.jupyter
+    env = os.environ | {"NB_PYTHON_PREFIX": str(tmp_path), "JUPYTER_CONFIG_DIR": str(config)}
     result = subprocess.run(
         ["bash", str(BINDER / "postBuild")], env=env, capture_output=True, text=True, cwd=ROOT
     )
     assert result.returncode == 0, result.stderr
+    (workspace,) = (config / "lab" / "workspaces").glob("*.jupyterlab-workspace")
+    assert json.loads(workspace.read_text())["metadata"]["id"] == "/rope-book"
     merged = json.loads((settings / "overrides.json").read_text())
     assert merged["@jupyterlab/apputils-extension:themes"] == {"theme": "JupyterLab Dark"}
     viewers = merged["@jupyterlab/docmanager-extension:plugin"]["defaultViewers"]
