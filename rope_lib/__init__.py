@@ -27,6 +27,7 @@ _MODULES = tuple(
         "base_bound",
         "context_extension",
         "experiment",
+        "experiment_report",
     )
 )
 

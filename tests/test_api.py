@@ -133,6 +133,8 @@ TINY_SWEEP = rope_lib.ExperimentConfig(
 )
 TINY_RECALL = rope_lib.train_recall(8, 4, 100.0, config=TINY_SWEEP)
 SWEEP_DIR = os.path.join(tempfile.gettempdir(), "rope_lib_api_experiment")
+# the stored smoke results (L = 128, d = 16), for the summaries of rope_lib.experiment_report
+SMOKE_RESULTS = rope_lib.experiment_results("smoke")
 
 # Kinds by argument name: one name, one meaning across the library.
 BY_NAME = {
@@ -461,6 +463,16 @@ CONTRACTS: dict[str, Contract] = {
     ),
     # "other": the random-value test must not draw a real name ("full" trains for minutes)
     "experiment_results": C({"config": "smoke"}, config="other"),
+    "recall_curves": C({"results": SMOKE_RESULTS, "context_length": 128, "d": 16}, results="other"),
+    "pair_energy_summary": C(
+        {"results": SMOKE_RESULTS, "context_length": 128, "d": 16}, results="other"
+    ),
+    "plot_recall_by_distance": C(
+        {"results": SMOKE_RESULTS, "context_length": 128, "d": 16},
+        results="other",
+        bases="other",
+        ax="other",
+    ),
 }
 
 # Range violations that a kind's family does not cover, per function and argument.
@@ -572,6 +584,8 @@ NOT_FUNCTIONS = {
     "RecallModel",
     "EXPERIMENT_CONFIGS",
     "CODE_FILES",
+    "RecallCurves",
+    "PairEnergySummary",
 }
 
 SECONDS_PER_CALL = 20
