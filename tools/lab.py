@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import json
 import os
 import socket
 import sys
@@ -144,7 +145,10 @@ def app_dir() -> Path:
 
 
 def install_overrides(directory: Path) -> Path:
-    """Install the book's JupyterLab settings overrides into an application directory.
+    """Merge the book's JupyterLab settings overrides into an application directory.
+
+    ``make lab`` installs them into ``.venv``; ``binder/postBuild`` into the Binder
+    environment, whose ``overrides.json`` may already hold other settings.
 
     Parameters
     ----------
@@ -154,11 +158,22 @@ def install_overrides(directory: Path) -> Path:
     Returns
     -------
     Path
-        The ``settings/overrides.json`` written (rewritten only if it differs).
+        The ``settings/overrides.json`` written: the book's settings
+        (``tools/jupyterlab-overrides.json``) over those already there, each plugin's
+        dictionary-valued settings merged key by key; rewritten only if it changes.
     """
     target = directory / "settings" / "overrides.json"
-    text = OVERRIDES.read_text(encoding="utf-8")
-    if not target.exists() or target.read_text(encoding="utf-8") != text:
+    before = target.read_text(encoding="utf-8") if target.exists() else None
+    merged = json.loads(before) if before else {}
+    for plugin, values in json.loads(OVERRIDES.read_text(encoding="utf-8")).items():
+        current = merged.setdefault(plugin, {})
+        for key, value in values.items():
+            if isinstance(value, dict) and isinstance(current.get(key), dict):
+                current[key] = {**current[key], **value}
+            else:
+                current[key] = value
+    text = json.dumps(merged, indent=2) + "\n"
+    if text != before:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
     return target
