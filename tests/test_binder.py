@@ -24,7 +24,6 @@ import json
 import os
 import subprocess
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
 
 import jupytext
@@ -32,6 +31,8 @@ import nbformat
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
+
+from .bookfiles import hrefs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import binder_env  # noqa: E402  (tools/binder_env.py: makes the environment, as make does)
@@ -147,22 +148,12 @@ def test_postbuild_merges_the_lab_settings_into_existing_overrides(tmp_path: Pat
 # --- the downloads in the built site -----------------------------------------------------
 
 
-class _Links(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.hrefs += [value for name, value in attrs if name == "href" and value]
-
-
 @pytest.mark.parametrize("chapter", _chapters(), ids=lambda p: p.stem)
 def test_chapter_page_offers_its_executed_notebook(chapter: Path) -> None:
     page = SITE / "chapters" / f"{chapter.stem}.html"
-    links = _Links()
-    links.feed(page.read_text())
-    assert f"../_sources/chapters/{chapter.stem}.ipynb" in links.hrefs
-    assert f"../_sources/chapters/{chapter.stem}.md" in links.hrefs
+    links = hrefs(page)
+    assert f"../_sources/chapters/{chapter.stem}.ipynb" in links
+    assert f"../_sources/chapters/{chapter.stem}.md" in links
 
     notebook = nbformat.read(SITE / "_sources/chapters" / f"{chapter.stem}.ipynb", as_version=4)
     assert notebook.nbformat == 4

@@ -15,20 +15,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from .bookfiles import MYST_HEADER
 
-HEADER = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-    format_version: 0.13
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-"""
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _make_book(folder: Path, cell: str) -> None:
@@ -40,7 +29,7 @@ def _make_book(folder: Path, cell: str) -> None:
     shutil.copy(ROOT / "_assets" / "favicon.png", folder / "_assets" / "favicon.png")
     (folder / "_toc.yml").write_text("format: jb-book\nroot: index\n")
     (folder / "index.md").write_text(
-        HEADER + "# A throwaway book\n\nCites {cite}`vaswani2017attention`.\n\n"
+        MYST_HEADER + "# A throwaway book\n\nCites {cite}`vaswani2017attention`.\n\n"
         "```{code-cell} ipython3\n" + cell + "\n```\n\n```{bibliography}\n```\n"
     )
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
@@ -29,6 +28,8 @@ import nbformat
 import pytest
 import yaml
 from sphinx.errors import ConfigError
+
+from .bookfiles import MYST_HEADER, hrefs
 
 ROOT = Path(__file__).resolve().parents[1]
 EXT = ROOT / "_ext"
@@ -39,24 +40,16 @@ import launch  # noqa: E402
 REPO = "https://github.com/rope-org/rope-book"
 HUB = "https://hub.test-university.edu"
 
-PAGE = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-    format_version: 0.13
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-
+PAGE = (
+    MYST_HEADER
+    + """
 # A lesson
 
 ```{code-cell} ipython3
 print(6 * 7)
 ```
 """
+)
 
 CONF = """
 import sys
@@ -80,17 +73,6 @@ html_theme_options = {{
 """
 
 
-class _Links(HTMLParser):
-    """Every ``href`` of a page (entities already decoded by the parser)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.hrefs += [value for name, value in attrs if name == "href" and value]
-
-
 def _build(folder: Path, repo: str, hub: str) -> tuple[subprocess.CompletedProcess, Path]:
     docs = folder / "docs"
     docs.mkdir(parents=True)
@@ -109,14 +91,8 @@ def _build(folder: Path, repo: str, hub: str) -> tuple[subprocess.CompletedProce
     return result, out
 
 
-def _hrefs(page: Path) -> list[str]:
-    parser = _Links()
-    parser.feed(page.read_text())
-    return parser.hrefs
-
-
 def _assert_notebook_download(out: Path) -> None:
-    assert "_sources/index.ipynb" in _hrefs(out / "index.html")
+    assert "_sources/index.ipynb" in hrefs(out / "index.html")
     notebook = nbformat.read(out / "_sources" / "index.ipynb", as_version=4)
     nbformat.validate(notebook)
     assert notebook.metadata.kernelspec.name == "python3"
@@ -130,13 +106,13 @@ def _assert_notebook_download(out: Path) -> None:
 @pytest.mark.xdist_group("build")
 def test_repository_url_set_gives_binder_and_jupyterhub_links(tmp_path: Path) -> None:
     result, out = _build(tmp_path, REPO, HUB)
-    hrefs = _hrefs(out / "index.html")
+    links = hrefs(out / "index.html")
 
-    binder = [h for h in hrefs if h.startswith("https://mybinder.org/")]
+    binder = [h for h in links if h.startswith("https://mybinder.org/")]
     assert binder == [
         "https://mybinder.org/v2/gh/rope-org/rope-book/main?urlpath=lab/tree/docs/index.md"
     ]
-    hub = [urlsplit(h) for h in hrefs if h.startswith(HUB)]
+    hub = [urlsplit(h) for h in links if h.startswith(HUB)]
     assert len(hub) == 1
     assert hub[0].path == "/hub/user-redirect/git-pull"
     assert parse_qs(hub[0].query) == {
@@ -156,8 +132,8 @@ def test_repository_url_unset_gives_no_launch_link_and_says_what_to_set(
 ) -> None:
     result, out = _build(tmp_path, "", "")
     html = (out / "index.html").read_text()
-    hrefs = _hrefs(out / "index.html")
-    assert not [h for h in hrefs if "mybinder" in h or "git-pull" in h]
+    links = hrefs(out / "index.html")
+    assert not [h for h in links if "mybinder" in h or "git-pull" in h]
     assert "launch-buttons" not in html
     assert "set repository.url in _config.yml" in result.stdout
     assert "set launch_buttons.jupyterhub_url in _config.yml" in result.stdout
