@@ -42,7 +42,8 @@ mean term of the general form is small by construction here.
 Training and evaluation
 -----------------------
 Adam with a cosine learning-rate decay, cross-entropy on the value, a fresh batch every step
-with :math:`\Delta` uniform on :math:`[1, L]`; all randomness comes from ``torch.Generator``
+with :math:`\Delta` drawn from the configuration's distance distribution (uniform or
+log-uniform on :math:`[1, L]`, :class:`ExperimentConfig`); all randomness comes from ``torch.Generator``
 objects seeded by the run's seed, and the number of threads is fixed (one by default), so a run
 is deterministic on one machine (two processes on the build machine give identical files).
 Runs with the same seed, context length and head dimension share their key embedding, initial
@@ -60,7 +61,8 @@ the Frobenius norm of each pair's 2 x 2 block of the learned form :math:`W_q W_k
 
 Sweeps and stored results
 -------------------------
-:data:`EXPERIMENT_CONFIGS` names the sweeps (``"smoke"`` for CI, ``"full"`` for the chapter).
+:data:`EXPERIMENT_CONFIGS` names the sweeps (``"smoke"`` for CI; ``"full"`` and ``"uniform"``,
+its contrast with uniform training distances, for the chapter).
 :func:`run_experiment` (``python -m rope_lib.experiment_cli --config full``, or ``make experiment``)
 trains every run of a configuration with a progress bar and an ETA, writes one small result
 file per run under ``_build/experiment/<key>/`` (so an interrupted sweep resumes where it
@@ -75,12 +77,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
-import json
 import math
-import os
 import platform
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -94,7 +92,6 @@ from ._validate import (
     check_base,
     check_choice,
     check_dim,
-    check_flag,
     check_integer_array,
     check_positive_int,
     check_real,
@@ -102,6 +99,7 @@ from ._validate import (
     check_seed,
 )
 from .frequencies import theta
+from .sweep import as_path, code_key, load_results, run_sweep
 
 __all__ = [
     "ExperimentConfig",
@@ -120,6 +118,7 @@ __all__ = [
 _HERE = Path(__file__).resolve().parent
 _ROOT = _HERE.parent
 _LAYOUTS = ("interleaved", "half")
+_DISTANCES = ("uniform", "log_uniform")
 #: The modules whose code determines the trained numbers: this one, ``apply_rope`` and the
 #: frequencies and argument checks it uses.  Their SHA-256 keys the stored results.
 CODE_FILES = ("experiment.py", "rotation.py", "frequencies.py", "_validate.py")
@@ -146,7 +145,7 @@ def _int_tuple(values: Any, name: str, minimum: int, maximum: int) -> tuple[int,
 
 @dataclass(frozen=True)
 class ExperimentConfig:
-    """One sweep of experiment 1: which runs to train and how.
+    r"""One sweep of experiment 1: which runs to train and how.
 
     Every run trains one model for each combination of ``context_lengths``, ``head_dims``,
     ``bases`` and ``seeds``; the other fields are shared by all runs.  Arguments are checked
@@ -165,6 +164,12 @@ class ExperimentConfig:
         Key vocabulary, number of
         values (chance accuracy is ``1 / n_values``), width of the frozen key embedding
         (at least 2).
+    distances : {"uniform", "log_uniform"}
+        Distribution of the training distance :math:`\Delta \in [1, L]`: uniform, or
+        log-uniform, :math:`\Delta = \lfloor e^{u} \rfloor` with :math:`u` uniform on
+        :math:`[0, \ln(L + 1))`, so :math:`P(\Delta = k) = \ln(1 + 1/k) / \ln(L + 1)` (every
+        octave of distances gets the same share of training; uniform gives the last half of
+        the context half of the examples).
     steps, batch_size : int
         Adam steps and contexts per step.
     lr : float
@@ -185,6 +190,7 @@ class ExperimentConfig:
     n_keys: int = 4096
     n_values: int = 16
     key_dim: int = 64
+    distances: str = "uniform"
     steps: int = 1000
     batch_size: int = 32
     lr: float = 1e-2
@@ -223,6 +229,7 @@ class ExperimentConfig:
             "n_keys": keys,
             "n_values": check_positive_int(self.n_values, "n_values", minimum=2, maximum=1024),
             "key_dim": check_positive_int(self.key_dim, "key_dim", minimum=2, maximum=4096),
+            "distances": check_choice(self.distances, "distances", _DISTANCES),
             "steps": check_positive_int(self.steps, "steps", maximum=10**6),
             "batch_size": check_positive_int(self.batch_size, "batch_size", maximum=4096),
             "lr": check_real(self.lr, "lr", 0.0, 1.0, low_open=True),
@@ -256,17 +263,14 @@ class ExperimentConfig:
 
     def key(self) -> str:
         """SHA-256 of :data:`CODE_FILES` and of this configuration: the results' identity."""
-        digest = hashlib.sha256()
-        for name in CODE_FILES:
-            digest.update(name.encode() + b"\0" + (_HERE / name).read_bytes() + b"\0")
-        digest.update(json.dumps(self.to_dict(), sort_keys=True).encode())
-        return digest.hexdigest()
+        return code_key([_HERE / name for name in CODE_FILES], self.to_dict())
 
 
 #: The named sweeps.  ``smoke`` (9 runs) runs the same code path as ``full`` in about 15 s of
-#: one core (measured; it is rerun by ``tests/test_experiment.py``); ``full`` (72 runs)
-#: brackets ``min_base(L, d)`` for the chapter, about 20 minutes of one core (projected from
-#: single runs; one run with L = 1024, d = 32 takes 27 s of CPU).
+#: one core (it is rerun by ``tests/test_experiment.py``); ``full`` (72 runs, log-uniform
+#: training distances) brackets ``min_base(L, d)`` for the chapter; ``uniform`` (18 runs) is its
+#: L = 1024, d = 32 cell trained on uniform distances.  The results files record the measured
+#: training time of each run.
 EXPERIMENT_CONFIGS: dict[str, ExperimentConfig] = {
     "smoke": ExperimentConfig(
         name="smoke",
@@ -275,6 +279,7 @@ EXPERIMENT_CONFIGS: dict[str, ExperimentConfig] = {
         bases=(100.0, 3000.0, 100000.0),  # min_base(128, 16) = 2768
         seeds=(0, 1, 2),
         n_keys=1024,
+        distances="log_uniform",
         steps=800,
         batch_size=32,
         lr=3e-2,
@@ -290,6 +295,22 @@ EXPERIMENT_CONFIGS: dict[str, ExperimentConfig] = {
         bases=(10.0, 100.0, 1000.0, 1e4, 1e5, 1e6),
         seeds=(0, 1, 2),
         n_keys=4096,
+        distances="log_uniform",
+        steps=2000,
+        batch_size=32,
+        lr=3e-2,
+        n_bins=12,
+        eval_per_bin=128,
+    ),
+    # The contrast: the cell of "full" with L = 1024, d = 32, trained on uniform distances.
+    "uniform": ExperimentConfig(
+        name="uniform",
+        context_lengths=(1024,),
+        head_dims=(32,),
+        bases=(10.0, 100.0, 1000.0, 1e4, 1e5, 1e6),
+        seeds=(0, 1, 2),
+        n_keys=4096,
+        distances="uniform",
         steps=2000,
         batch_size=32,
         lr=3e-2,
@@ -305,7 +326,7 @@ def experiment_config(name: str) -> ExperimentConfig:
     Parameters
     ----------
     name : str
-        ``"smoke"`` or ``"full"``.
+        ``"smoke"``, ``"full"`` or ``"uniform"``.
 
     Returns
     -------
@@ -372,19 +393,29 @@ def _generator(seed: int) -> Any:
 
 
 def _sample(
-    gen: Any, n: int, length: int, n_keys: int, n_values: int, deltas: Any = None
+    gen: Any,
+    n: int,
+    length: int,
+    n_keys: int,
+    n_values: int,
+    deltas: Any = None,
+    distances: str = "uniform",
 ) -> tuple[Any, Any, Any, Any]:
     """``n`` contexts: keys and values (n, L), target index and distance (n,).
 
     Key ids are uniform (with replacement), except that no token other than the target carries
-    the target's key, so the answer is unambiguous.
+    the target's key, so the answer is unambiguous.  Distances not given are drawn from
+    ``distances`` (see :class:`ExperimentConfig`).
     """
     import torch
 
     rows = torch.arange(n)
     keys = torch.randint(n_keys, (n, length), generator=gen)
     values = torch.randint(n_values, (n, length), generator=gen)
-    if deltas is None:
+    if deltas is None and distances == "log_uniform":
+        u = torch.rand(n, generator=gen, dtype=torch.float64) * math.log(length + 1)
+        deltas = u.exp().floor().long().clamp_(1, length)  # clamp: exp rounding at the top
+    elif deltas is None:
         deltas = torch.randint(1, length + 1, (n,), generator=gen)
     target = length - deltas
     clash = keys == keys[rows, target][:, None]
@@ -492,7 +523,9 @@ def train_recall(
         for step in range(cfg.steps):
             for group in opt.param_groups:
                 group["lr"] = cfg.lr * 0.5 * (1.0 + math.cos(math.pi * step / cfg.steps))
-            keys, values, target, _ = _sample(data, cfg.batch_size, length, cfg.n_keys, nv)
+            keys, values, target, _ = _sample(
+                data, cfg.batch_size, length, cfg.n_keys, nv, distances=cfg.distances
+            )
             logits = _forward(
                 {**params, "key_emb": key_emb}, keys, values, target, d, base, cfg.layout, nv
             )[0]
@@ -755,54 +788,14 @@ def general_form(
 
 
 # --------------------------------------------------------------------------------------------
-# the sweep: resumable, atomic files
+# the sweep: resumable, atomic files (rope_lib.sweep)
 # --------------------------------------------------------------------------------------------
-def _write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON to a temporary file beside ``path``, then ``os.replace`` it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def _run_id(length: int, d: int, base: float, seed: int) -> str:
     return f"L{length}-d{d}-b{base!r}-s{seed}"
 
 
 def _output_path(cfg: ExperimentConfig) -> Path:
     return _HERE / "data" / f"experiment_{cfg.name}.json"
-
-
-def _path(value: Any, name: str) -> Path:
-    if not isinstance(value, (str, os.PathLike)) or not str(value):
-        raise TypeError(f"{name} must be a path (str or os.PathLike), got {_describe(value)}")
-    return Path(value)
-
-
-def _progress(total: float, done: float, enabled: bool) -> Any:
-    """A tqdm bar over the work (context tokens x steps) when tqdm is installed."""
-    if not enabled:
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(
-        total=total,
-        initial=done,
-        unit="Mtok",
-        bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} Mtok [{elapsed}<{remaining}]{postfix}",
-        desc="experiment",
-        file=sys.stderr,
-    )
 
 
 def run_experiment(
@@ -817,7 +810,8 @@ def run_experiment(
 
     Each finished run is stored as ``<build_dir>/<key[:16]>/<run>.json``; runs whose file
     exists are loaded, not retrained.  When all runs are done the results are written to
-    ``output``.  Every file is written atomically (temporary file, then ``os.replace``).
+    ``output``.  Every file is written atomically (temporary file, then ``os.replace``); the
+    runner is :func:`rope_lib.sweep.run_sweep`.
 
     Parameters
     ----------
@@ -838,90 +832,58 @@ def run_experiment(
         The results (as written to ``output``), or ``None`` when stopped by ``max_new_runs``
         before every run was done.
     """
-    cfg = _config(config)
-    build = (
-        _path(build_dir, "build_dir") if build_dir is not None else _ROOT / "_build" / "experiment"
-    )
-    out = _path(output, "output") if output is not None else _output_path(cfg)
-    progress = check_flag(progress, "progress")
-    if max_new_runs is not None:
-        max_new_runs = check_positive_int(max_new_runs, "max_new_runs", minimum=0, maximum=10**6)
-    key = cfg.key()
-    run_dir = build / key[:16]
-    runs = cfg.runs()
-    cost = {r: r[0] * cfg.steps * cfg.batch_size / 1e6 for r in runs}
-    results: dict[tuple, dict] = {}
-    for r in runs:
-        path = run_dir / f"{_run_id(*r)}.json"
-        if path.exists():
-            try:
-                blob = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            if blob.get("key") == key:
-                results[r] = blob["run"]
-    todo = [r for r in runs if r not in results]
-    total = sum(cost.values())
-    done_work = sum(cost[r] for r in results)
-    bar = _progress(total, done_work, progress)
-    t_start = time.perf_counter()
-    new, new_work = 0, 0.0
-    try:
-        for r in todo:
-            if max_new_runs is not None and new >= max_new_runs:
-                return None
-            if bar is not None:
-                bar.set_postfix_str(f"run {len(results) + 1}/{len(runs)}: {_run_id(*r)}")
-            model = train_recall(*r, config=cfg)
-            run = {
-                "context_length": r[0],
-                "d": r[1],
-                "base": r[2],
-                "seed": r[3],
-                **evaluate_recall(model),
-                "loss_curve": list(model.loss_curve),
-                "train_seconds": model.train_seconds,
-                "train_cpu_seconds": model.train_cpu_seconds,
-            }
-            _write_json_atomic(run_dir / f"{_run_id(*r)}.json", {"key": key, "run": run})
-            results[r] = run
-            new += 1
-            done_work += cost[r]
-            new_work += cost[r]
-            if bar is not None:
-                bar.update(cost[r])
-            elif progress:
-                elapsed = time.perf_counter() - t_start
-                eta = elapsed / new_work * (total - done_work)
-                print(
-                    f"experiment {cfg.name}: run {len(results)}/{len(runs)} "
-                    f"{_run_id(*r)} done; elapsed {elapsed:.0f} s, ETA {eta:.0f} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
-    finally:
-        if bar is not None:
-            bar.close()
     import torch
 
-    blob = {
-        "key": key,
-        "config": cfg.to_dict(),
-        "code_files": [f"rope_lib/{n}" for n in CODE_FILES],
-        "regenerate": _regenerate_hint(cfg.name),
-        "torch_version": torch.__version__,
-        "numpy_version": np.__version__,
-        "machine": platform.machine(),
-        "train_seconds": sum(results[r]["train_seconds"] for r in runs),
-        "train_cpu_seconds": sum(results[r]["train_cpu_seconds"] for r in runs),
-        "runs": [results[r] for r in runs],
-    }
-    _write_json_atomic(out, blob)
-    return blob
+    cfg = _config(config)
+    build = (
+        as_path(build_dir, "build_dir")
+        if build_dir is not None
+        else _ROOT / "_build" / "experiment"
+    )
+    out = as_path(output, "output") if output is not None else _output_path(cfg)
+
+    def train(r: tuple) -> dict[str, Any]:
+        model = train_recall(*r, config=cfg)
+        return {
+            "context_length": r[0],
+            "d": r[1],
+            "base": r[2],
+            "seed": r[3],
+            **evaluate_recall(model),
+            "loss_curve": list(model.loss_curve),
+            "train_seconds": model.train_seconds,
+            "train_cpu_seconds": model.train_cpu_seconds,
+        }
+
+    def header(done: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "config": cfg.to_dict(),
+            "code_files": [f"rope_lib/{n}" for n in CODE_FILES],
+            "regenerate": _regenerate_hint(cfg.name),
+            "torch_version": torch.__version__,
+            "numpy_version": np.__version__,
+            "machine": platform.machine(),
+            "train_seconds": sum(run["train_seconds"] for run in done),
+            "train_cpu_seconds": sum(run["train_cpu_seconds"] for run in done),
+        }
+
+    return run_sweep(
+        name=f"experiment {cfg.name}",
+        key=cfg.key(),
+        runs=cfg.runs(),
+        run_id=lambda r: _run_id(*r),
+        train=train,
+        cost=lambda r: r[0] * cfg.steps * cfg.batch_size / 1e6,
+        build_dir=build,
+        output=out,
+        header=header,
+        progress=progress,
+        max_new_runs=max_new_runs,
+    )
 
 
 def _regenerate_hint(name: str) -> str:
-    if name == "full":
+    if name in ("full", "uniform"):
         return "make experiment  (python -m rope_lib.experiment_cli --config full)"
     return f"python -m rope_lib.experiment_cli --config {name}"
 
@@ -949,29 +911,7 @@ def experiment_results(config: str = "full") -> dict[str, Any]:
         The file was made by other code or another configuration (its key differs).
     """
     cfg = _config(config)
-    path = _output_path(cfg)
-    hint = _regenerate_hint(cfg.name)
-    if not path.exists():
-        raise FileNotFoundError(
-            f"config {cfg.name!r}: no results file {path.relative_to(_ROOT)}; generate it with "
-            f"`{hint}` from the repository root"
-        )
-    try:
-        blob = json.loads(path.read_text())
-    except ValueError:
-        blob = None
-    if not isinstance(blob, dict):
-        raise ValueError(
-            f"config {cfg.name!r}: {path.relative_to(_ROOT)} is not a results file (not a "
-            f"JSON object); regenerate it with `{hint}` from the repository root"
-        )
-    if blob.get("key") != cfg.key():
-        raise ValueError(
-            f"config {cfg.name!r}: {path.relative_to(_ROOT)} is stale (the code of "
-            f"{', '.join(CODE_FILES)} or the configuration changed since it was written); "
-            f"regenerate it with `{hint}` from the repository root"
-        )
-    return blob
+    return load_results(_output_path(cfg), cfg.key(), cfg.name, _regenerate_hint(cfg.name))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from rope_lib import experiment as ex
+from rope_lib import sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,7 +140,7 @@ def test_general_form_isotropic_equal_means_is_twice_sigma2_b_m() -> None:
 # bad input
 # ------------------------------------------------------------------------------------------
 def test_unknown_config_is_refused_by_name() -> None:
-    with pytest.raises(ValueError, match=r"name must be one of \('smoke', 'full'\)"):
+    with pytest.raises(ValueError, match=r"name must be one of \('smoke', 'full', 'uniform'\)"):
         ex.experiment_config("medium")
     with pytest.raises(ValueError, match=r"config must be one of"):
         ex.run_experiment("medium")
@@ -243,9 +244,9 @@ def test_a_failed_write_leaves_no_file_and_no_temporary(
         f.write('{"half": ')  # type: ignore[attr-defined]
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ex.json, "dump", broken_dump)
+    monkeypatch.setattr(sweep.json, "dump", broken_dump)
     with pytest.raises(KeyboardInterrupt):
-        ex._write_json_atomic(target, {"new": True})
+        sweep.write_json_atomic(target, {"new": True})
     assert target.read_text() == '{"old": true}\n'
     assert list(tmp_path.iterdir()) == [target]
 
