@@ -47,7 +47,7 @@ from ._lazy import lazy_import
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-from . import plotting
+from . import _fused, plotting
 from ._validate import (
     MAX_POSITION,
     _describe,
@@ -394,8 +394,11 @@ def apply_rope(x: Any, positions: Any, base: float = 10000.0, layout: str = "int
     forward mode through ``torch.func.jvp``).  When ``x`` requires grad (with grad mode
     on) the half layout builds its result out of place; otherwise it computes
     ``x * [cos | cos]`` in one new tensor and adds the partner terms to its two halves in
-    place.  The cos/sin tables of the 16 most recent combinations of positions, ``d``,
-    base, dtype, device and layout are kept, keyed by the positions' values.
+    place, or, for a contiguous CPU ``x`` of at least 4 MiB, rotates it in one pass with a
+    C++ kernel (:mod:`rope_lib._fused`: compiled on the first such call and cached on
+    disk; without a compiler, or with the environment variable ``ROPE_LIB_FUSED=0``, the
+    two passes).  The cos/sin tables of the 16 most recent combinations of positions,
+    ``d``, base, dtype, device and layout are kept, keyed by the positions' values.
     The angles stay float64 either way.
 
     Parameters
@@ -473,7 +476,7 @@ def _torch_tables(pos_bytes: bytes, d: int, base: float, dtype: Any, device: Any
 
 
 #: Whether the torch routes of :func:`apply_rope` ask Linux to back large results with
-#: transparent huge pages (see :func:`_new_output`).  Off: the hint makes the kernel's
+#: transparent huge pages (see :func:`_hinted_empty`).  Off: the hint makes the kernel's
 #: page faults cheaper but, where ``/sys/kernel/mm/transparent_hugepage/defrag`` is
 #: ``madvise``, lets a fault stall on memory compaction; ``make bench`` times both.
 _HUGE_PAGE_OUTPUTS = False
@@ -501,19 +504,17 @@ def _madvise() -> Any:
     return fn, advice
 
 
-def _product(a: Any, table: Any) -> Any:
-    """``a * table`` in a new tensor.  With :data:`_HUGE_PAGE_OUTPUTS`, a large CPU result
-    is first advised to use huge pages (2 MiB: 512 times fewer page faults when the product
-    first writes it; a hint only, so where Linux declines it nothing changes)."""
+def _hinted_empty(a: Any) -> Any:
+    """A new uninitialized tensor like ``a`` (contiguous when ``a`` is), advised to use
+    huge pages when :data:`_HUGE_PAGE_OUTPUTS` is on, ``a`` is a large CPU tensor and
+    ``madvise`` exists; None when no hint applies (the caller allocates as usual)."""
     import torch
 
-    found = None
-    taped = torch.is_grad_enabled() and (a.requires_grad or table.requires_grad)
-    if _HUGE_PAGE_OUTPUTS and a.device.type == "cpu" and not taped:  # out= has no autograd
-        big = a.numel() * a.element_size() >= _HUGE_PAGE_MIN_BYTES
-        found = _madvise() if big else None
+    if not (_HUGE_PAGE_OUTPUTS and a.device.type == "cpu"):
+        return None
+    found = _madvise() if a.numel() * a.element_size() >= _HUGE_PAGE_MIN_BYTES else None
     if found is None:
-        return a * table
+        return None
     out = torch.empty_like(a)
     fn, advice = found
     begin, nbytes = out.untyped_storage().data_ptr(), out.untyped_storage().nbytes()
@@ -521,6 +522,19 @@ def _product(a: Any, table: Any) -> Any:
     last = (begin + nbytes) // _HUGE_PAGE_BYTES * _HUGE_PAGE_BYTES
     if last > first:
         fn(first, last - first, advice)  # a refusal (return -1) leaves small pages
+    return out
+
+
+def _product(a: Any, table: Any) -> Any:
+    """``a * table`` in a new tensor.  With :data:`_HUGE_PAGE_OUTPUTS`, a large CPU result
+    is first advised to use huge pages (2 MiB: 512 times fewer page faults when the product
+    first writes it; a hint only, so where Linux declines it nothing changes)."""
+    import torch
+
+    taped = torch.is_grad_enabled() and (a.requires_grad or table.requires_grad)
+    out = None if taped else _hinted_empty(a)  # out= has no autograd
+    if out is None:
+        return a * table
     return torch.mul(a, table, out=out)
 
 
@@ -586,6 +600,63 @@ def _half_layout_inference(x: Any, cos2: Any, sin2: Any) -> Any:
     return out
 
 
+@functools.lru_cache(maxsize=16)
+def _fused_table(pos_bytes: bytes, d: int, base: float, dtype: Any) -> Any:
+    """``[cos | sin]``, shape ``(T, d)``, for the fused kernel: the cached float64 tables
+    rounded once to ``dtype`` (the numbers of :func:`_torch_tables`'s half layout), CPU."""
+    import torch
+
+    cos, sin = _cos_sin_float64(pos_bytes, d, base)
+    with torch.inference_mode(False):  # as in _torch_tables
+        return torch.from_numpy(np.concatenate((cos, sin), axis=1)).to(dtype)
+
+
+def _transformed(x: Any) -> bool:
+    """Whether ``x`` is seen through a transform the kernel would bypass: functorch's
+    wrappers (``vmap``, ``torch.func.jvp``), forward-mode dual levels (a plain tensor may
+    carry a tangent), torch dispatch modes.  True also if torch lacks these (private)
+    queries, so that a torch without them keeps the eager route."""
+    import torch
+
+    try:
+        return bool(
+            torch._C._functorch.is_functorch_wrapped_tensor(x)
+            or torch.autograd.forward_ad._current_level >= 0
+            or torch._C._len_torch_dispatch_stack() > 0
+        )
+    except AttributeError:
+        return True
+
+
+def _half_layout_fused(x: Any, pos_bytes: bytes, d: int, base: float) -> Any:
+    """Half-layout RoPE in one pass by the C++ kernel of :mod:`rope_lib._fused`, or None.
+
+    Taken for a plain, contiguous CPU tensor of at least ``_fused.MIN_BYTES`` outside
+    autograd's forward mode, functorch's transforms (``vmap``, ``torch.func.jvp``) and
+    torch dispatch modes (``FakeTensorMode``, ``FlopCounterMode``: they would not see the
+    kernel), when the kernel is switched on and builds (the first such call builds it);
+    None otherwise, and the caller takes :func:`_half_layout_inference`.
+    """
+    import torch
+
+    if (
+        type(x) is not torch.Tensor
+        or x.device.type != "cpu"
+        or x.layout != torch.strided
+        or x.numel() * x.element_size() < _fused.MIN_BYTES
+        or not x.is_contiguous()
+        or x.is_neg()
+        or _transformed(x)
+        or _fused.kernel() is None
+    ):
+        return None
+    out = _hinted_empty(x)
+    if out is None:
+        out = torch.empty_like(x)
+    table = _fused_table(pos_bytes, d, base, x.dtype)
+    return out if _fused.rotate(x, table, out) else None
+
+
 def _apply_torch(x: Any, layout: str, pos_bytes: bytes, d: int, base: float) -> Any:
     import torch
 
@@ -610,7 +681,9 @@ def _apply_torch(x: Any, layout: str, pos_bytes: bytes, d: int, base: float) -> 
             (x1 * cos2[:, :h] + x2 * sin2[:, h:], x2 * cos2[:, h:] + x1 * sin2[:, :h]), dim=-1
         )
     else:
-        out = _half_layout_inference(xw, *tables)
+        out = _half_layout_fused(xw, pos_bytes, d, base)
+        if out is None:
+            out = _half_layout_inference(xw, *tables)
     return out.to(x.dtype)
 
 
