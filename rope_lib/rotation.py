@@ -662,8 +662,12 @@ def _apply_torch(x: Any, layout: str, pos_bytes: bytes, d: int, base: float) -> 
 
     work = torch.float64 if x.dtype == torch.float64 else torch.float32
     xw = x.to(work)
-    tables = _torch_tables(pos_bytes, d, base, work, x.device, layout)
     h = d // 2
+    if layout == "half" and not (torch.is_grad_enabled() and xw.requires_grad):
+        out = _half_layout_fused(xw, pos_bytes, d, base)  # needs only its own table
+        if out is not None:
+            return out.to(x.dtype)
+    tables = _torch_tables(pos_bytes, d, base, work, x.device, layout)
     if layout == "interleaved":
         # One pass: pairs (2i, 2i+1) are complex numbers, the rotation is a product with
         # the unit phasor e^{i m theta_i} (built from the float64 cos/sin).
@@ -681,9 +685,7 @@ def _apply_torch(x: Any, layout: str, pos_bytes: bytes, d: int, base: float) -> 
             (x1 * cos2[:, :h] + x2 * sin2[:, h:], x2 * cos2[:, h:] + x1 * sin2[:, :h]), dim=-1
         )
     else:
-        out = _half_layout_fused(xw, pos_bytes, d, base)
-        if out is None:
-            out = _half_layout_inference(xw, *tables)
+        out = _half_layout_inference(xw, *tables)
     return out.to(x.dtype)
 
 
