@@ -44,14 +44,27 @@ from typing import Any
 import numpy as np
 
 from . import plotting
-from ._validate import _describe, check_base, check_dim, check_positive_int
+from ._validate import (
+    _describe,
+    check_base,
+    check_dim,
+    check_integer_array,
+    check_positive_int,
+    check_real,
+)
 from .base_bound import max_context, min_base
 from .decay import quarter_period
 
 __all__ = [
     "RecallCurves",
     "PairEnergySummary",
+    "RecallReach",
+    "MarginHorizons",
+    "margin_horizons",
+    "learned_margin",
+    "experiment_summary",
     "recall_curves",
+    "recall_reach",
     "plot_recall_by_distance",
     "pair_energy_summary",
 ]
@@ -115,6 +128,73 @@ class RecallCurves:
     quarter_period: np.ndarray
     min_base: float
     chance: float
+
+
+@dataclass(frozen=True)
+class RecallReach:
+    r"""How far recall reaches for one :math:`(L, d)`: where accuracy first falls below a level.
+
+    See :func:`recall_reach` for the definition.
+
+    Attributes
+    ----------
+    context_length, d : int
+        The cell of the sweep.
+    level : float
+        The accuracy level that defines the reach.
+    bases : numpy.ndarray
+        float64, shape ``(n_bases,)``, increasing.
+    reach : numpy.ndarray
+        float64, shape ``(n_bases,)``: the reach of the seed-mean curve (distance, tokens);
+        ``0`` when the curve starts below ``level``, ``inf`` when it never falls below it.
+    reach_per_seed : numpy.ndarray
+        float64, shape ``(n_bases, n_seeds)``: the reach of each seed's curve (seed order).
+    horizon, quarter_period : numpy.ndarray
+        float64, shape ``(n_bases,)``: the predictions, as in :class:`RecallCurves`.
+    min_base : float
+        :func:`rope_lib.min_base` of ``(L, d)``.
+    """
+
+    context_length: int
+    d: int
+    level: float
+    bases: np.ndarray
+    reach: np.ndarray
+    reach_per_seed: np.ndarray
+    horizon: np.ndarray
+    quarter_period: np.ndarray
+    min_base: float
+
+
+@dataclass(frozen=True)
+class MarginHorizons:
+    r"""Where the expected margin first turns negative: equal weights against learned weights.
+
+    See :func:`margin_horizons` for the definitions.
+
+    Attributes
+    ----------
+    context_length, d : int
+        The cell of the sweep.
+    bases : numpy.ndarray
+        float64, shape ``(n_bases,)``, increasing.
+    equal_weight : numpy.ndarray
+        float64, shape ``(n_bases,)``: the horizon of :math:`B_m` (chapter 7), as in
+        :class:`RecallCurves`.
+    learned : numpy.ndarray
+        float64, shape ``(n_bases, n_seeds)``: the first distance :math:`\Delta \ge 1` at which
+        the learned margin is negative, per seed; ``inf`` when it stays :math:`\ge 0` up to
+        ``limit``.
+    limit : int
+        The largest distance scanned.
+    """
+
+    context_length: int
+    d: int
+    bases: np.ndarray
+    equal_weight: np.ndarray
+    learned: np.ndarray
+    limit: int
 
 
 @dataclass(frozen=True)
@@ -331,6 +411,267 @@ def recall_curves(results: Any, context_length: int, d: int) -> RecallCurves:
         min_base=float(min_base(length, d)),
         chance=1.0 / float(config["n_values"]),
     )
+
+
+def _first_fall(centres: np.ndarray, accuracy: np.ndarray, level: float) -> float:
+    """Distance where a curve first falls below ``level``, interpolated in log distance."""
+    below = np.flatnonzero(accuracy < level)
+    if below.size == 0:
+        return math.inf
+    j = int(below[0])
+    if j == 0:
+        return 0.0
+    a0, a1 = float(accuracy[j - 1]), float(accuracy[j])
+    u0, u1 = math.log(centres[j - 1]), math.log(centres[j])
+    return math.exp(u0 + (a0 - level) / (a0 - a1) * (u1 - u0))
+
+
+def recall_reach(results: Any, context_length: int, d: int, level: float = 0.5) -> RecallReach:
+    r"""The distance at which recall accuracy first falls below ``level``, per base.
+
+    With bin centres :math:`c_j` (:attr:`RecallCurves.bin_centres`) and accuracies
+    :math:`a_j`, let :math:`j` be the first bin with :math:`a_j < \ell`.  The reach is
+
+    .. math:: r = \exp\Bigl(\ln c_{j-1} + \frac{a_{j-1} - \ell}{a_{j-1} - a_j}
+              (\ln c_j - \ln c_{j-1})\Bigr),
+
+    the crossing of the straight line between the two bins on a logarithmic distance axis;
+    :math:`r = 0` when :math:`a_0 < \ell` (below the level already at the shortest distances)
+    and :math:`r = \infty` when no bin falls below it.  It is computed for the seed-mean curve
+    and for each seed's curve.  Only the *first* fall counts: a curve that dips below the level
+    and recovers has its reach at the dip.  The level is a choice (the default 1/2 lies
+    between chance, 1/16, and the 0.9 or more that trained layers reach at short
+    distances); an exercise of chapter 9 shows what changes with it.
+
+    Parameters
+    ----------
+    results : dict
+        A results blob of :func:`rope_lib.experiment_results`.
+    context_length : int
+        :math:`L`, one of the results' context lengths.
+    d : int
+        Head dimension, one of the results' head dimensions at that :math:`L`.
+    level : float
+        The accuracy level :math:`\ell`, strictly between chance and 1.
+
+    Returns
+    -------
+    RecallReach
+    """
+    curves = recall_curves(results, context_length, d)
+    level = check_real(level, "level", curves.chance, 1.0, low_open=True, high_open=True)
+    length, _, by_base, _ = _cell(results, context_length, d)
+    centres = curves.bin_centres
+    per_seed = []
+    for base in curves.bases:
+        per_seed.append(
+            [
+                _first_fall(centres, np.asarray(run["accuracy"], float), level)
+                for run in by_base[base]
+            ]
+        )
+    if len({len(row) for row in per_seed}) != 1:
+        raise ValueError(
+            f"results: the bases of context_length = {length}, d = {curves.d} have different "
+            "numbers of seeds"
+        )
+    return RecallReach(
+        context_length=length,
+        d=curves.d,
+        level=level,
+        bases=curves.bases,
+        reach=np.array([_first_fall(centres, a, level) for a in curves.accuracy_mean]),
+        reach_per_seed=np.array(per_seed, dtype=np.float64),
+        horizon=curves.horizon,
+        quarter_period=curves.quarter_period,
+        min_base=curves.min_base,
+    )
+
+
+def _block_matrix(blocks: np.ndarray, d: int, layout: str) -> np.ndarray:
+    """The d x d matrix with the pair blocks on their pairs' coordinates, zero elsewhere."""
+    idx = np.arange(d)
+    a, b = (idx[0::2], idx[1::2]) if layout == "interleaved" else (idx[: d // 2], idx[d // 2 :])
+    pairs = np.stack([a, b], axis=1)
+    full = np.zeros((d, d))
+    full[pairs[:, :, None], pairs[:, None, :]] = blocks
+    return full
+
+
+def learned_margin(run: Mapping, distances: Any, layout: str = "half") -> np.ndarray:
+    r"""The expected margin of a trained run at the given distances, from its statistics.
+
+    A query :math:`q = W_q x` at position :math:`L` and its target :math:`k^* = W_k x` at
+    :math:`L - \Delta` score :math:`q^\top R_{-\Delta} k^*`; a random key :math:`k`, independent
+    of :math:`q`, scores :math:`q^\top R_{-\Delta} k` on average
+    :math:`\mu_q^\top R_{-\Delta}\mu_k`.  The expected advantage of the target is
+
+    .. math:: \delta(\Delta) = \operatorname{tr}(R_{-\Delta} M) - \mu_q^\top R_{-\Delta}\mu_k,
+              \qquad M = E[k^* q^\top],
+
+    chapter 7's general form :math:`\operatorname{tr}(R_m\Sigma) + \mu_q^\top R_m(\mu_q -
+    \mu_k)` (:func:`rope_lib.general_form`) at :math:`m = -\Delta` with
+    :math:`\Sigma = M - \mu_q\mu_q^\top` (for :math:`k^* = q` this is the covariance of
+    :math:`q`).  :math:`M` enters only through its diagonal 2 x 2 pair blocks (the stored
+    ``target_moment_blocks``); with :math:`\mu_q = \mu_k` and
+    :math:`M - \mu_q\mu_q^\top = \sigma^2 I` (on the pair blocks) it is
+    :math:`2\sigma^2 B_\Delta`.
+
+    Parameters
+    ----------
+    run : mapping
+        One run of a results blob (``d``, ``base``, ``mu_q``, ``mu_k``,
+        ``target_moment_blocks``).
+    distances : array_like of int
+        Distances :math:`\Delta`.
+    layout : {"half", "interleaved"}
+        The pair layout of the results (their configuration's ``layout``).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, the shape of ``distances``.
+    """
+    from .experiment import general_form
+
+    needed = ("d", "base", "mu_q", "mu_k", "target_moment_blocks")
+    if not isinstance(run, Mapping) or any(k not in run for k in needed):
+        raise TypeError(
+            f"run must be one run of a results dict, a mapping with {list(needed)}, got "
+            f"{_describe(run)}"
+        )
+    dist = check_integer_array(distances, "distances")
+    d, base = int(run["d"]), float(run["base"])
+    mu_q = np.asarray(run["mu_q"], dtype=np.float64)
+    mu_k = np.asarray(run["mu_k"], dtype=np.float64)
+    moment = _block_matrix(np.asarray(run["target_moment_blocks"], dtype=np.float64), d, layout)
+    sigma = moment - np.outer(mu_q, mu_q)
+    return general_form(-dist, d, base, mu_q, sigma, mu_k, layout)
+
+
+def margin_horizons(
+    results: Any, context_length: int, d: int, limit: int = 1 << 20
+) -> MarginHorizons:
+    r"""First negative expected margin: chapter 7's :math:`B_m` against the learned weights.
+
+    For each base, the horizon of :math:`B_m = \sum_i\cos(m\theta_i)` (equal weight on every
+    pair, :func:`rope_lib.max_context`) and, for each seed, the first distance
+    :math:`\Delta \in [1, \text{limit}]` at which the learned margin :math:`\delta(\Delta)`
+    (:func:`learned_margin`: the same criterion, with the trained run's own pair weights and
+    means) is negative.  A learned horizon beyond the equal-weight one says that training gave
+    the slow pairs, which keep the margin positive longest, more weight than
+    :math:`B_m` does.
+
+    Parameters
+    ----------
+    results : dict
+        A results blob of :func:`rope_lib.experiment_results`.
+    context_length : int
+        :math:`L`, one of the results' context lengths.
+    d : int
+        Head dimension, one of the results' head dimensions at that :math:`L`.
+    limit : int
+        Largest distance scanned (at most :math:`2^{24}`).
+
+    Returns
+    -------
+    MarginHorizons
+    """
+    length, d, by_base, config = _cell(results, context_length, d)
+    limit = check_positive_int(limit, "limit", minimum=1, maximum=1 << 24)
+    layout = str(config.get("layout", "half"))
+    learned = []
+    for group in by_base.values():
+        row = []
+        for run in group:
+            first = math.inf
+            for start in range(1, limit + 1, 1 << 16):
+                dist = np.arange(start, min(start + (1 << 16), limit + 1))
+                negative = np.flatnonzero(learned_margin(run, dist, layout) < 0)
+                if negative.size:
+                    first = float(dist[negative[0]])
+                    break
+            row.append(first)
+        learned.append(row)
+    if len({len(row) for row in learned}) != 1:
+        raise ValueError(
+            f"results: the bases of context_length = {length}, d = {d} have different "
+            "numbers of seeds"
+        )
+    bases = list(by_base)
+    return MarginHorizons(
+        context_length=length,
+        d=d,
+        bases=np.array(bases, dtype=np.float64),
+        equal_weight=np.array([_horizon(b, d) for b in bases]),
+        learned=np.array(learned, dtype=np.float64),
+        limit=limit,
+    )
+
+
+def experiment_summary(
+    results: Any, level: float = 0.5, limit: int = 1 << 20
+) -> list[dict[str, Any]]:
+    r"""One row per cell and base of the results: the measurements next to the predictions.
+
+    Every :math:`(L, d)` of the results, bases increasing.  Keys of each row:
+
+    * ``context_length``, ``d``, ``base``, ``min_base`` (:func:`rope_lib.min_base` of
+      :math:`(L, d)`), ``above_min_base`` (``base >= min_base``);
+    * ``horizon`` (of :math:`B_m`) and ``quarter_period``, as in :func:`recall_curves`;
+    * ``reach`` of the seed-mean curve and ``reach_lo``, ``reach_hi``, the smallest and the
+      largest reach of a single seed (:func:`recall_reach` at ``level``);
+    * ``learned_horizon``: the median over seeds of :attr:`MarginHorizons.learned`
+      (:func:`margin_horizons` with ``limit``);
+    * ``near_accuracy``, ``far_accuracy`` and their ``_se``: the seed-mean accuracy of the
+      first and of the last distance bin, with its standard error;
+    * ``slow_energy`` and ``slow_energy_se``: :attr:`PairEnergySummary.slow_energy_mean` and
+      its SE.
+
+    Parameters
+    ----------
+    results : dict
+        A results blob of :func:`rope_lib.experiment_results`.
+    level : float
+        The level of :func:`recall_reach`.
+    limit : int
+        The scan limit of :func:`margin_horizons`.
+
+    Returns
+    -------
+    list of dict
+    """
+    runs, _ = _runs(results)
+    cells = sorted({(int(r["context_length"]), int(r["d"])) for r in runs})
+    rows = []
+    for length, d in cells:
+        curves = recall_curves(results, length, d)
+        reach = recall_reach(results, length, d, level)
+        horizons = margin_horizons(results, length, d, limit)
+        energy = pair_energy_summary(results, length, d)
+        for k, base in enumerate(curves.bases):
+            rows.append(
+                {
+                    "context_length": length,
+                    "d": d,
+                    "base": float(base),
+                    "min_base": curves.min_base,
+                    "above_min_base": bool(base >= curves.min_base),
+                    "horizon": float(curves.horizon[k]),
+                    "quarter_period": float(curves.quarter_period[k]),
+                    "reach": float(reach.reach[k]),
+                    "reach_lo": float(reach.reach_per_seed[k].min()),
+                    "reach_hi": float(reach.reach_per_seed[k].max()),
+                    "learned_horizon": float(np.median(horizons.learned[k])),
+                    "near_accuracy": float(curves.accuracy_mean[k, 0]),
+                    "near_accuracy_se": float(curves.accuracy_se[k, 0]),
+                    "far_accuracy": float(curves.accuracy_mean[k, -1]),
+                    "far_accuracy_se": float(curves.accuracy_se[k, -1]),
+                    "slow_energy": float(energy.slow_energy_mean[k]),
+                    "slow_energy_se": float(energy.slow_energy_se[k]),
+                }
+            )
+    return rows
 
 
 def _check_ax(ax: Any) -> Any:

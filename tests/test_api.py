@@ -467,6 +467,24 @@ CONTRACTS: dict[str, Contract] = {
     "pair_energy_summary": C(
         {"results": SMOKE_RESULTS, "context_length": 128, "d": 16}, results="other"
     ),
+    "recall_reach": C(
+        {"results": SMOKE_RESULTS, "context_length": 128, "d": 16},
+        results="other",
+        level="real",
+    ),
+    "margin_horizons": C(
+        {"results": SMOKE_RESULTS, "context_length": 128, "d": 16, "limit": 4096},
+        results="other",
+    ),
+    "learned_margin": C(
+        {"run": SMOKE_RESULTS["runs"][0], "distances": [1, 2, 3]},
+        run="other",
+        distances="positions",
+    ),
+    "experiment_summary": C(
+        {"results": SMOKE_RESULTS, "limit": 4096}, results="other", level="real"
+    ),
+    "experiment_plan": C({"config": "smoke"}, config="other", build_dir="other"),
     "plot_recall_by_distance": C(
         {"results": SMOKE_RESULTS, "context_length": 128, "d": 16},
         results="other",
@@ -586,6 +604,8 @@ NOT_FUNCTIONS = {
     "CODE_FILES",
     "RecallCurves",
     "PairEnergySummary",
+    "RecallReach",
+    "MarginHorizons",
 }
 
 SECONDS_PER_CALL = 20

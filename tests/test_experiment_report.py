@@ -294,7 +294,13 @@ def test_a_reflection_block_has_energy_but_no_amplitude() -> None:
 # ------------------------------------------------------------------------------------------
 # bad input
 # ------------------------------------------------------------------------------------------
-FUNCTIONS = [rep.recall_curves, rep.pair_energy_summary, rep.plot_recall_by_distance]
+FUNCTIONS = [
+    rep.recall_curves,
+    rep.recall_reach,
+    rep.margin_horizons,
+    rep.pair_energy_summary,
+    rep.plot_recall_by_distance,
+]
 
 
 @pytest.mark.parametrize("func", FUNCTIONS)
@@ -330,3 +336,138 @@ def test_bases_not_in_the_results_and_bad_axes_are_refused(full: dict) -> None:
         rep.plot_recall_by_distance(full, 256, 16, bases="10")
     with pytest.raises(TypeError, match=r"\bax must be None or a matplotlib Axes"):
         rep.plot_recall_by_distance(full, 256, 16, ax=object())
+
+
+# ------------------------------------------------------------------------------------------
+# how far recall reaches, and where the expected margin turns negative
+# ------------------------------------------------------------------------------------------
+def test_reach_interpolates_in_log_distance_by_hand() -> None:
+    """Bins [1], [2, 4], [5, 16]: centres 1, sqrt(8), sqrt(80).  Accuracy 0.7 then 0.3 crosses
+    0.5 halfway, which on a log axis is the geometric mean of the two centres, 640**(1/4)."""
+    blob = made_up(
+        {
+            10.0: [[0.9, 0.7, 0.3], [0.4, 0.9, 0.9]],  # seed 1 starts below the level
+            100.0: [[0.9, 0.8, 0.6], [0.9, 0.4, 0.9]],  # seed 1 dips and recovers
+        }
+    )
+    reach = rep.recall_reach(blob, 16, 8)
+    assert reach.level == 0.5
+    assert reach.reach_per_seed[0, 0] == pytest.approx(640**0.25, rel=1e-12)
+    assert reach.reach_per_seed[0, 1] == 0.0
+    assert reach.reach_per_seed[1, 0] == math.inf
+    # 0.9 -> 0.4 crosses 0.5 four fifths of the way from centre 1 to centre 2
+    expected = math.exp(0.8 * math.log(math.sqrt(8)))
+    assert reach.reach_per_seed[1, 1] == pytest.approx(expected, rel=1e-12)
+    # the mean curves: base 10 is [0.65, 0.8, 0.6] (never below), base 100 [0.9, 0.6, 0.75]
+    assert reach.reach[0] == math.inf
+    assert reach.reach[1] == math.inf
+    lower = rep.recall_reach(blob, 16, 8, level=0.7)
+    # base 10 mean [0.65, ...] starts below 0.7; base 100 mean 0.9 -> 0.6 crosses at 2/3
+    assert lower.reach[0] == 0.0
+    assert lower.reach[1] == pytest.approx(math.exp((2 / 3) * math.log(math.sqrt(8))))
+
+
+@pytest.mark.parametrize("level", [0.25, 0.1, 1.0, 1.5, float("nan")])
+def test_reach_level_outside_chance_to_one_is_refused(level: float) -> None:
+    blob = made_up({10.0: [[0.9, 0.7, 0.3]]})  # chance 1/4
+    with pytest.raises(ValueError, match=r"\blevel must be"):
+        rep.recall_reach(blob, 16, 8, level=level)
+
+
+def test_reach_on_the_stored_results_matches_a_plain_scan(full: dict, raw: dict) -> None:
+    reach = rep.recall_reach(full, 1024, 32)
+    cell = raw_cell(raw, 1024, 32)
+    edges = np.array(next(iter(cell.values()))[0]["bin_edges"], dtype=float)
+    centres = np.sqrt(edges[:-1] * (edges[1:] - 1))
+    for k, runs in enumerate(cell.values()):
+        for s, run in enumerate(runs):
+            acc = run["accuracy"]
+            j = next((i for i, a in enumerate(acc) if a < 0.5), None)
+            if j is None:
+                want = math.inf
+            elif j == 0:
+                want = 0.0
+            else:
+                # straight line in (log distance, accuracy) through the two bins
+                t = (acc[j - 1] - 0.5) / (acc[j - 1] - acc[j])
+                want = centres[j - 1] ** (1 - t) * centres[j] ** t
+            assert reach.reach_per_seed[k, s] == pytest.approx(want, rel=1e-12)
+
+
+def _random_run(d: int, base: float, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    return {
+        "d": d,
+        "base": base,
+        "mu_q": rng.normal(size=d).tolist(),
+        "mu_k": rng.normal(size=d).tolist(),
+        "target_moment_blocks": rng.normal(size=(d // 2, 2, 2)).tolist(),
+    }
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_learned_margin_equals_dense_rotation_matrices(layout: str) -> None:
+    """delta(D) = tr(R_{-D} M) - mu_q^T R_{-D} mu_k with dense R and M placed on its pairs."""
+    d, base = 8, 37.0
+    run = _random_run(d, base, 3)
+    idx = np.arange(d)
+    a, b = (idx[: d // 2], idx[d // 2 :]) if layout == "half" else (idx[0::2], idx[1::2])
+    dense = np.zeros((d, d))
+    for i, block in enumerate(np.array(run["target_moment_blocks"])):
+        for r, row in enumerate((a[i], b[i])):
+            for c, col in enumerate((a[i], b[i])):
+                dense[row, col] = block[r, c]
+    mu_q, mu_k = np.array(run["mu_q"]), np.array(run["mu_k"])
+    distances = np.array([0, 1, 2, 5, 40, 1000])
+    want = []
+    for delta in distances:
+        rot = rope_lib.rotation_matrix(-int(delta), d, base, layout)
+        want.append(np.trace(rot @ dense) - mu_q @ rot @ mu_k)
+    got = rep.learned_margin(run, distances, layout)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_learned_margin_with_equal_weights_is_two_sigma_squared_b_m() -> None:
+    d, base, sigma2 = 16, 500.0, 0.3
+    mu = np.full(d, 0.7)
+    run = {
+        "d": d,
+        "base": base,
+        "mu_q": mu.tolist(),
+        "mu_k": mu.tolist(),
+        # M = E[k* q^T] = Sigma + mu mu^T restricted to the pair blocks
+        "target_moment_blocks": [
+            (sigma2 * np.eye(2) + 0.49 * np.ones((2, 2))).tolist() for _ in range(d // 2)
+        ],
+    }
+    m = np.arange(200)
+    th = np.array([base ** (-2.0 * i / d) for i in range(d // 2)])
+    b_m = np.cos(np.outer(m, th)).sum(axis=1)
+    np.testing.assert_allclose(rep.learned_margin(run, m), 2 * sigma2 * b_m, atol=1e-12)
+
+
+def test_margin_horizons_of_the_stored_results_by_a_plain_scan(full: dict, raw: dict) -> None:
+    horizons = rep.margin_horizons(full, 256, 16)
+    cell = raw_cell(raw, 256, 16)
+    assert horizons.equal_weight.tolist() == [brute_horizon(b, 16) for b in cell]
+    dist = np.arange(1, 1 << 16, dtype=np.float64)
+    for k, (base, runs) in enumerate(cell.items()):
+        th = np.array([base ** (-2.0 * i / 16) for i in range(8)])
+        for s, run in enumerate(runs):
+            blocks = np.array(run["target_moment_blocks"])
+            cos_w = blocks[:, 0, 0] + blocks[:, 1, 1]
+            sin_w = blocks[:, 0, 1] - blocks[:, 1, 0]
+            mu_q, mu_k = np.array(run["mu_q"]), np.array(run["mu_k"])
+            # half layout: pair i is (i, i + 8); mean term -mu_q^T R_{-D} mu_k pair by pair
+            u_a, u_b, v_a, v_b = mu_q[:8], mu_q[8:], mu_k[:8], mu_k[8:]
+            ang = -np.outer(dist, th)
+            margin = np.cos(ang) @ cos_w + np.sin(ang) @ sin_w
+            margin -= np.cos(ang) @ (u_a * v_a + u_b * v_b) + np.sin(ang) @ (u_b * v_a - u_a * v_b)
+            negative = np.flatnonzero(margin < 0)
+            want = float(dist[negative[0]]) if negative.size else math.inf
+            assert horizons.learned[k, s] == want
+
+
+def test_margin_horizon_limit_is_checked(full: dict) -> None:
+    with pytest.raises(ValueError, match=r"\blimit must be an integer"):
+        rep.margin_horizons(full, 256, 16, limit=0)
