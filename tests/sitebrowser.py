@@ -144,7 +144,8 @@ return {
   model: f.model, values: f.values, ms: f.ms,
   svg: root.querySelector('svg').outerHTML.length + ':' + root.querySelector('svg').innerHTML.slice(-400),
   panels: f.data.panels.map((p) => p.kind === 'lines'
-      ? {kind: p.kind, series: p.series.map((s) => ({x: arr(s.x), y: arr(s.y)})), vlines: p.vlines.map((v) => v.x)}
+      ? {kind: p.kind, series: p.series.map((s) => Object.assign({x: arr(s.x), y: arr(s.y)},
+            s.lo ? {lo: arr(s.lo), hi: arr(s.hi)} : {})), vlines: p.vlines.map((v) => v.x)}
       : p.kind === 'heatmap' ? {kind: p.kind, z: arr(p.z), nx: p.nx, ny: p.ny}
       : {kind: p.kind, arrows: p.arrows.map((a) => [a.x, a.y])}),
 };

@@ -165,6 +165,12 @@ def _compare(page_data: dict, expected: dict, where: str) -> None:
                 np.testing.assert_allclose(
                     gs["y"], ws["y"], rtol=0, atol=1e-9 * scale, err_msg=where
                 )
+                for band in ("lo", "hi"):
+                    assert (band in gs) == (band in ws), where
+                    if band in ws:
+                        np.testing.assert_allclose(
+                            gs[band], ws[band], rtol=0, atol=1e-9 * scale, err_msg=where
+                        )
             assert got["vlines"] == [v["x"] for v in want["vlines"]], where
         elif want["kind"] == "heatmap":
             z = np.asarray(got["z"]).reshape(got["ny"], got["nx"])

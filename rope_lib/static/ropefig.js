@@ -210,6 +210,14 @@
         horizon: first,
       };
     },
+
+    // Stored measurements, not a formula: the figure's JSON carries every curve
+    // (rope_lib.widgets embeds the table that compute() reads), the page looks one up.
+    recall_by_distance(v, data) {
+      const key = v.context_length + "|" + v.d + "|" + Math.round(Math.log10(v.base));
+      if (!data || !data[key]) throw new Error("no stored results for " + key);
+      return JSON.parse(JSON.stringify(data[key]));
+    },
   };
 
   // --------------------------------------------------------------- drawing ---
@@ -231,13 +239,22 @@
     return ticks;
   }
 
+  // x ticks of a log axis (x holds log10 of the value): the integer exponents.
+  function logTicks(lo, hi) {
+    const ticks = [];
+    for (let t = Math.ceil(lo - 1e-9); t <= hi + 1e-9; t++) ticks.push(t);
+    return ticks;
+  }
+
   function frame(svg, box, panel, xlo, xhi, ylo, yhi) {
     const sx = (x) => box.x + ((x - xlo) / (xhi - xlo)) * box.w;
     const sy = (y) => box.y + box.h - ((y - ylo) / (yhi - ylo)) * box.h;
     const g = el("g", { class: "ropefig-axes" }, svg);
-    for (const t of niceTicks(Math.min(xlo, xhi), Math.max(xlo, xhi), 6)) {
+    const xticks = panel.xlog ? logTicks(xlo, xhi) : niceTicks(Math.min(xlo, xhi), Math.max(xlo, xhi), 6);
+    for (const t of xticks) {
       el("line", { x1: sx(t), x2: sx(t), y1: box.y, y2: box.y + box.h, class: "ropefig-grid" }, g);
-      el("text", { x: sx(t), y: box.y + box.h + 16, "text-anchor": "middle", class: "ropefig-tick" }, g, fmt(t));
+      el("text", { x: sx(t), y: box.y + box.h + 16, "text-anchor": "middle", class: "ropefig-tick" }, g,
+        fmt(panel.xlog ? Math.pow(10, t) : t));
     }
     for (const t of niceTicks(Math.min(ylo, yhi), Math.max(ylo, yhi), 5)) {
       el("line", { x1: box.x, x2: box.x + box.w, y1: sy(t), y2: sy(t), class: "ropefig-grid" }, g);
@@ -278,28 +295,42 @@
     return parts.join("");
   }
 
+  // A panel may set xlog (log-scaled x axis), ylim ([lo, hi], fixed) and, per series,
+  // lo and hi (a shaded band, e.g. one standard error around a mean).
   function drawLines(svg, box, panel) {
+    const fx = panel.xlog ? Math.log10 : (x) => x;
     let xlo = Infinity, xhi = -Infinity, ylo = Infinity, yhi = -Infinity;
     for (const s of panel.series) {
       for (let i = 0; i < s.x.length; i++) {
-        const xv = s.x[i], yv = s.y[i];
+        const xv = fx(s.x[i]), yv = s.y[i];
         if (xv < xlo) xlo = xv; if (xv > xhi) xhi = xv;
         if (yv < ylo) ylo = yv; if (yv > yhi) yhi = yv;
       }
     }
-    const pad = (yhi - ylo) * 0.05 || 1;
-    ylo -= pad; yhi += pad;
+    if (panel.ylim) {
+      ylo = panel.ylim[0]; yhi = panel.ylim[1];
+    } else {
+      const pad = (yhi - ylo) * 0.05 || 1;
+      ylo -= pad; yhi += pad;
+    }
     if (xhi === xlo) xhi = xlo + 1;
     const t = frame(svg, box, panel, xlo, xhi, ylo, yhi);
     if (ylo < 0 && yhi > 0) el("line", { x1: box.x, x2: box.x + box.w, y1: t.sy(0), y2: t.sy(0), class: "ropefig-zero" }, svg);
     panel.series.forEach((s, k) => {
-      el("path", { d: pathFor(s.x, s.y, t.sx, t.sy, box.x, box.w), class: "ropefig-line ropefig-s" + (k % 6) }, svg);
+      const X = Array.from(s.x, fx);
+      if (s.lo && s.hi) {
+        const pts = X.map((x, i) => t.sx(x).toFixed(1) + "," + t.sy(s.hi[i]).toFixed(1));
+        for (let i = X.length - 1; i >= 0; i--) pts.push(t.sx(X[i]).toFixed(1) + "," + t.sy(s.lo[i]).toFixed(1));
+        el("polygon", { points: pts.join(" "), class: "ropefig-band ropefig-s" + (k % 6) }, svg);
+      }
+      el("path", { d: pathFor(X, s.y, t.sx, t.sy, box.x, box.w), class: "ropefig-line ropefig-s" + (k % 6) }, svg);
     });
-    for (const v of panel.vlines || []) {
-      if (v.x < xlo || v.x > xhi) continue;
-      el("line", { x1: t.sx(v.x), x2: t.sx(v.x), y1: box.y, y2: box.y + box.h, class: "ropefig-vline" }, svg);
-      el("text", { x: t.sx(v.x) + 4, y: box.y + 14, class: "ropefig-tick ropefig-vlabel" }, svg, v.label);
-    }
+    (panel.vlines || []).forEach((v, j) => {
+      const xv = fx(v.x);
+      if (xv < xlo || xv > xhi) return;
+      el("line", { x1: t.sx(xv), x2: t.sx(xv), y1: box.y, y2: box.y + box.h, class: "ropefig-vline" }, svg);
+      el("text", { x: t.sx(xv) + 4, y: box.y + 14 + 14 * j, class: "ropefig-tick ropefig-vlabel" }, svg, v.label);
+    });
     if (panel.series.length > 1) {
       const lg = el("g", { class: "ropefig-legend" }, svg);
       panel.series.forEach((s, k) => {
@@ -395,7 +426,7 @@
       const values = {};
       for (const p of spec.params) values[p.name] = valueOf(p, inputs[p.name]);
       const t0 = performance.now();
-      const data = MODELS[spec.model](values);
+      const data = MODELS[spec.model](values, spec.data);
       render(root, data);
       const ms = performance.now() - t0;
       root.ropefig = { model: spec.model, values: values, data: data, ms: ms };
