@@ -57,11 +57,11 @@ test:
 bench: $(VENV_STAMP) $(VENDOR_STAMP) browser
 	$(PY) -m bench
 
-# Experiment 1 of the "does the bound bind?" chapter (issue 13): the full sweep (72 runs) on
-# one core, resumable (_build/experiment); writes rope_lib/data/experiment_full.json.
-# Measured on the 2-core build machine with other jobs running: 21 minutes.
+# Every sweep chapter 9 reads, on both cores (experiment 1's full and uniform sweeps in one
+# process, experiment 2's in another), one progress bar with the time left; resumable
+# (_build/experiment*); rewrites rope_lib/data/experiment_{full,uniform,lm_full}.json.
 experiment: $(VENV_STAMP)
-	$(PY) -m rope_lib.experiment_cli --config full
+	$(PY) -m rope_lib.experiment_cli --all
 
 lint: $(VENV_STAMP)
 	$(VENV)/bin/ruff check rope_lib tests bench tools course _ext

@@ -30,14 +30,79 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ._validate import _describe, check_flag, check_positive_int
 
-__all__ = ["code_key", "run_sweep", "load_results", "write_json_atomic"]
+__all__ = ["SweepPlan", "code_key", "run_sweep", "load_results", "write_json_atomic"]
 
 _ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What a sweep trains and where its per-run files go, without training anything.
+
+    ``make experiment`` reads the plans of every sweep to show one progress bar while the
+    sweeps run in other processes (:func:`rope_lib.experiment.main`).
+
+    Attributes
+    ----------
+    name : str
+        The sweep's name, for progress messages.
+    key : str
+        The sweep's identity (:func:`code_key`).
+    runs : tuple
+        Every run, in the order of the results file.
+    run_id : callable
+        ``run_id(run)``: the file name (without ``.json``) of a run's result.
+    cost : callable
+        ``cost(run)``: the run's work in ``unit``.
+    build_dir : Path
+        Per-run files go to ``build_dir / key[:16]``.
+    unit : str
+        Name of the work unit.
+    seconds_per_unit : float
+        Measured CPU seconds per unit on the build machine (for an overall estimate across
+        sweeps whose units differ).
+    """
+
+    name: str
+    key: str
+    runs: tuple
+    run_id: Callable[[tuple], str]
+    cost: Callable[[tuple], float]
+    build_dir: Path
+    unit: str = "Mtok"
+    seconds_per_unit: float = 1.0
+
+    @property
+    def run_dir(self) -> Path:
+        """The directory of this sweep's per-run files."""
+        return Path(self.build_dir) / self.key[:16]
+
+    def finished(self) -> dict[tuple, dict[str, Any]]:
+        """The runs whose result file exists and carries this sweep's key, with their results."""
+        done: dict[tuple, dict[str, Any]] = {}
+        for r in self.runs:
+            path = self.run_dir / f"{self.run_id(r)}.json"
+            if not path.exists():
+                continue
+            try:
+                blob = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(blob, dict) and blob.get("key") == self.key:
+                done[r] = blob["run"]
+        return done
+
+    def estimated_seconds(self) -> tuple[float, float]:
+        """``(done, total)``: estimated CPU seconds of the finished runs and of all runs."""
+        done = self.finished()
+        cost = {r: float(self.cost(r)) * self.seconds_per_unit for r in self.runs}
+        return sum(cost[r] for r in done), sum(cost.values())
 
 
 def code_key(files: Sequence[Path], config: dict[str, Any]) -> str:
@@ -163,18 +228,10 @@ def run_sweep(
     progress = check_flag(progress, "progress")
     if max_new_runs is not None:
         max_new_runs = check_positive_int(max_new_runs, "max_new_runs", minimum=0, maximum=10**6)
-    run_dir = Path(build_dir) / key[:16]
+    plan = SweepPlan(name, key, tuple(runs), run_id, cost, Path(build_dir), unit)
+    run_dir = plan.run_dir
     work = {r: float(cost(r)) for r in runs}
-    results: dict[tuple, dict] = {}
-    for r in runs:
-        path = run_dir / f"{run_id(r)}.json"
-        if path.exists():
-            try:
-                blob = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            if isinstance(blob, dict) and blob.get("key") == key:
-                results[r] = blob["run"]
+    results = plan.finished()
     total = sum(work.values())
     done = sum(work[r] for r in results)
     bar = _bar(name, total, done, unit) if progress else None
