@@ -28,6 +28,8 @@ _MODULES = tuple(
         "context_extension",
         "experiment",
         "experiment_report",
+        "experiment_lm",
+        "experiment_lm_report",
     )
 )
 
@@ -40,4 +42,4 @@ for _module in _MODULES:
     __all__ += _module.__all__
 del _module, _name
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"

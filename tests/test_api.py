@@ -133,6 +133,29 @@ TINY_SWEEP = rope_lib.ExperimentConfig(
 )
 TINY_RECALL = rope_lib.train_recall(8, 4, 100.0, config=TINY_SWEEP)
 SWEEP_DIR = os.path.join(tempfile.gettempdir(), "rope_lib_api_experiment")
+# experiment 2 (rope_lib.experiment_lm): a one-layer Llama trained for two steps
+TINY_LM = rope_lib.LMConfig(
+    name="api",
+    context_length=16,
+    bases=(100.0,),
+    seeds=(0,),
+    n_filler=4,
+    n_keys=2,
+    n_values=2,
+    n_pairs=1,
+    n_queries=1,
+    head_dim=4,
+    n_heads=1,
+    n_layers=1,
+    steps=2,
+    batch_size=2,
+    warmup=1,
+    n_bins=2,
+    eval_per_bin=2,
+)
+TINY_LM_MODEL = rope_lib.train_lm(100.0, 0, config=TINY_LM)
+LM_DIR = os.path.join(tempfile.gettempdir(), "rope_lib_api_experiment_lm")
+LM_SMOKE = rope_lib.lm_results("smoke")
 # the stored smoke results (L = 128, d = 16), for the summaries of rope_lib.experiment_report
 SMOKE_RESULTS = rope_lib.experiment_results("smoke")
 
@@ -485,6 +508,26 @@ CONTRACTS: dict[str, Contract] = {
         {"results": SMOKE_RESULTS, "limit": 4096}, results="other", level="real"
     ),
     "experiment_plan": C({"config": "smoke"}, config="other", build_dir="other"),
+    "lm_config": C({"name": "smoke"}, name="choice"),
+    "train_lm": C({"base": 100.0, "seed": 0, "config": TINY_LM}, config="other"),
+    "evaluate_lm": C({"model": TINY_LM_MODEL, "context_length": 16}, model="other"),
+    "lm_plan": C({"config": "smoke"}, config="other", build_dir="other"),
+    "run_lm_experiment": C(
+        {
+            "config": TINY_LM,
+            "build_dir": LM_DIR,
+            "output": f"{LM_DIR}/results.json",
+            "progress": False,
+        },
+        config="other",
+        build_dir="other",
+        output="other",
+        progress="flag",
+        max_new_runs="count0",
+    ),
+    "lm_results": C({"config": "smoke"}, config="other"),
+    "lm_summary": C({"results": LM_SMOKE}, results="other"),
+    "plot_lm_recall": C({"summary": rope_lib.lm_summary(LM_SMOKE)}, summary="other", ax="other"),
     "plot_recall_by_distance": C(
         {"results": SMOKE_RESULTS, "context_length": 128, "d": 16},
         results="other",
@@ -581,6 +624,8 @@ ALLOWED: dict[tuple[str, str], list[Any]] = {
     # None: the context the model was trained for; no limit on new runs
     ("evaluate_recall", "context_length"): [None],
     ("run_experiment", "max_new_runs"): [None],
+    ("evaluate_lm", "context_length"): [None],
+    ("run_lm_experiment", "max_new_runs"): [None],
     # None: the largest limit the work bound allows for this d
     ("max_context", "limit"): [None],
     # d is an embedding or model width here, not a RoPE head dimension: no rotation pairs
@@ -606,6 +651,11 @@ NOT_FUNCTIONS = {
     "PairEnergySummary",
     "RecallReach",
     "MarginHorizons",
+    "LMConfig",
+    "LMModel",
+    "LM_CONFIGS",
+    "LM_CODE_FILES",
+    "LMSummary",
 }
 
 SECONDS_PER_CALL = 20
