@@ -379,4 +379,29 @@ ANSWERS: dict[str, Answer] = _answers(
         "(the horizon of Llama 3.1's frequencies, the smallest integer s in 8..16"
         " whose horizon reaches 131,072, does the horizon grow with s on 8..16?)",
     ),
+    # 9 experiments
+    Answer(
+        "ex-ex-far-share",
+        "far_share",
+        "far_share",
+        (to(0.001),),
+        "the fraction of log-uniform training distances above L/2 for L = 1024",
+    ),
+    Answer(
+        "ex-ex-level",
+        "level_answer",
+        "level_answer",
+        (BOOL, to(0.01)),
+        "(is the reach non-decreasing in the base in every cell at levels 0.4 and 0.6?,"
+        " the smallest finite reach / horizon at level 0.6)",
+    ),
+    Answer(
+        "ex-ex-gap",
+        "gap_answer",
+        "gap_answer",
+        (INT, BOOL),
+        "(how many grid bases lie above min_base(256, 16) with a horizon below 256,"
+        " does the feasible base beat the infeasible one in the farthest bin by more"
+        " than 0.1?)",
+    ),
 )
