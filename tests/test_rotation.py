@@ -1481,3 +1481,28 @@ def test_time_rope_routes_accepts_any_seed():
     times = time_rope_routes(T=8, d=8, repeats=1, seed=2**64 + 5)
     assert list(times) == TIMED_ROUTES
     assert all(t > 0 for t in times.values())
+
+
+def test_huge_page_hint_is_on_by_default_and_switched_by_the_environment(monkeypatch):
+    """ROPE_LIB_HUGE_PAGES: unset or "1" advises a large result, "0" does not, anything else
+    is refused naming the variable."""
+    monkeypatch.setattr(rope_lib.rotation, "_HUGE_PAGE_MIN_BYTES", 1 << 22)
+    found = rope_lib.rotation._madvise()
+    if found is None:
+        pytest.skip("no madvise(MADV_HUGEPAGE) on this platform")
+    calls = []
+    monkeypatch.setattr(
+        rope_lib.rotation, "_madvise", lambda: (lambda *a: calls.append(a) or 0, found[1])
+    )
+    x = torch.zeros(4, 1024, 512)  # 8 MiB
+    pos = np.arange(1024)
+    assert rope_lib.rotation._HUGE_PAGE_OUTPUTS is True
+    monkeypatch.delenv("ROPE_LIB_HUGE_PAGES", raising=False)
+    apply_rope(x, pos, layout="half")
+    assert len(calls) == 1
+    monkeypatch.setenv("ROPE_LIB_HUGE_PAGES", "0")
+    apply_rope(x, pos, layout="half")
+    assert len(calls) == 1
+    monkeypatch.setenv("ROPE_LIB_HUGE_PAGES", "yes")
+    with pytest.raises(ValueError, match=r"ROPE_LIB_HUGE_PAGES must be '0' or '1'"):
+        apply_rope(x, pos, layout="half")
