@@ -382,14 +382,14 @@ ANSWERS: dict[str, Answer] = _answers(
     # 9 experiments
     Answer(
         "ex-ex-far-share",
-        "far_share",
+        "far_fraction",
         "far_share",
         (to(0.001),),
         "the fraction of log-uniform training distances above L/2 for L = 1024",
     ),
     Answer(
         "ex-ex-level",
-        "level_answer",
+        "level_findings",
         "level_answer",
         (BOOL, to(0.01)),
         "(is the reach non-decreasing in the base in every cell at levels 0.4 and 0.6?,"
@@ -397,7 +397,7 @@ ANSWERS: dict[str, Answer] = _answers(
     ),
     Answer(
         "ex-ex-gap",
-        "gap_answer",
+        "gap_findings",
         "gap_answer",
         (INT, BOOL),
         "(how many grid bases lie above min_base(256, 16) with a horizon below 256,"

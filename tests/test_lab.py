@@ -81,7 +81,7 @@ def _run_guard(python: list[str], prelude: str = "", cwd: Path | None = None):
 
 
 def test_every_chapter_starts_with_the_same_short_guard() -> None:
-    assert len(CHAPTERS) == 8, [p.name for p in CHAPTERS]
+    assert len(CHAPTERS) == 9, [p.name for p in CHAPTERS]
     guards = {p.name: _guard(p) for p in CHAPTERS}
     different = [name for name, text in guards.items() if text != GUARD]
     assert not different, f"the first-cell guard differs from {CHAPTERS[0].name} in {different}"

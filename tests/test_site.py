@@ -115,10 +115,16 @@ def test_every_slider_is_labelled_and_moves_its_figure(site, page) -> None:
             )
             assert label.strip(), f"{page}: a slider without a label"
             before = _state(driver, figure)
-            lo, hi, step, value = (
-                float(element.get_attribute(a)) for a in ("min", "max", "step", "value")
-            )
-            target = value + step if value + step <= hi else value - step
+            if element.tag_name == "select":  # a drop-down: take another option
+                options = [
+                    o.get_attribute("value") for o in element.find_elements("tag name", "option")
+                ]
+                target = next(o for o in options if o != element.get_attribute("value"))
+            else:
+                lo, hi, step, value = (
+                    float(element.get_attribute(a)) for a in ("min", "max", "step", "value")
+                )
+                target = value + step if value + step <= hi else value - step
             driver.execute_script(SET_SLIDER_JS, element, str(target))
             after = _state(driver, figure)
             assert after["values"] != before["values"], (
@@ -128,7 +134,7 @@ def test_every_slider_is_labelled_and_moves_its_figure(site, page) -> None:
                 f"{page}: slider {label!r} did not redraw the figure"
             )
         # keyboard: focus the first slider and press the right arrow
-        first = inputs[0]
+        first = next(e for e in inputs if e.tag_name == "input")
         before = _state(driver, figure)
         if float(first.get_attribute("value")) >= float(first.get_attribute("max")):
             first.send_keys(Keys.ARROW_LEFT)

@@ -71,7 +71,7 @@ def test_every_listed_exercise_has_answer_check_and_test_file(edition: Edition) 
 
 def test_notebooks_are_plain_nbformat_with_one_init_cell(edition: Edition) -> None:
     assert sorted(edition.notebooks) == [c.path.stem for c in edition.chapters]
-    assert len(edition.chapters) == 8
+    assert len(edition.chapters) == 9
     for path in edition.notebooks.values():
         notebook = nbformat.read(path, as_version=4)
         nbformat.validate(notebook)
