@@ -423,7 +423,7 @@ def _recall_table() -> dict[str, dict]:
                 )
                 series = [
                     {
-                        "label": f"accuracy, mean ± 1 s.e. of {curves.n_seeds[k]} seeds",
+                        "label": f"mean of {curves.n_seeds[k]} seeds ± 1 s.e.",
                         "x": x.tolist(),
                         "y": y.tolist(),
                         "lo": (y - se).tolist(),
@@ -442,6 +442,7 @@ def _recall_table() -> dict[str, dict]:
                     "ylabel": "recall accuracy",
                     "xlog": True,
                     "ylim": [0.0, 1.0],
+                    "legend": "lower left",
                     "series": series,
                     "vlines": [v for v in marks if 1.0 <= v["x"] <= float(length)],
                 }

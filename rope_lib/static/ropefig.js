@@ -333,8 +333,10 @@
     });
     if (panel.series.length > 1) {
       const lg = el("g", { class: "ropefig-legend" }, svg);
+      const low = panel.legend === "lower left", n = panel.series.length;
       panel.series.forEach((s, k) => {
-        const y = box.y + 14 + 16 * k, x = box.x + box.w - 120;
+        const y = low ? box.y + box.h - 10 - 16 * (n - 1 - k) : box.y + 14 + 16 * k;
+        const x = low ? box.x + 10 : box.x + box.w - 120;
         el("line", { x1: x, x2: x + 22, y1: y - 4, y2: y - 4, class: "ropefig-line ropefig-s" + (k % 6) }, lg);
         el("text", { x: x + 28, y: y, class: "ropefig-tick" }, lg, s.label);
       });
