@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 
 from ._validate import _describe
-from .base_bound import max_context, min_base
+from .base_bound import min_base
 from .decay import quarter_period
+from .experiment_report import _horizon, _mean_se
 
 __all__ = ["LMSummary", "lm_summary", "plot_lm_recall"]
 
@@ -92,21 +93,6 @@ class LMSummary:
 
 
 _RUN_KEYS = ("base", "seed", "bin_edges", "accuracy", "filler_loss")
-
-
-def _mean_se(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard error over axis 0 (``ddof=1``; ``nan`` for one value)."""
-    mean = values.mean(axis=0)
-    if values.shape[0] < 2:
-        return mean, np.full(mean.shape, np.nan)
-    return mean, values.std(axis=0, ddof=1) / math.sqrt(values.shape[0])
-
-
-def _horizon(base: float, d: int) -> float:
-    try:
-        return float(max_context(base, d))
-    except ValueError:  # beyond max_context's default scan
-        return math.inf
 
 
 def lm_summary(results: Any) -> LMSummary:
