@@ -329,13 +329,15 @@
       const xv = fx(v.x);
       if (xv < xlo || xv > xhi) return;
       el("line", { x1: t.sx(xv), x2: t.sx(xv), y1: box.y, y2: box.y + box.h, class: "ropefig-vline" }, svg);
-      el("text", { x: t.sx(xv) + 4, y: box.y + 14 + 14 * j, class: "ropefig-tick ropefig-vlabel" }, svg, v.label);
+      const right = t.sx(xv) > box.x + 0.6 * box.w;  // label to the left of a line near the edge
+      el("text", { x: t.sx(xv) + (right ? -4 : 4), y: box.y + 14 + 14 * j, "text-anchor": right ? "end" : "start",
+        class: "ropefig-tick ropefig-vlabel" }, svg, v.label);
     });
     if (panel.series.length > 1) {
       const lg = el("g", { class: "ropefig-legend" }, svg);
       const low = panel.legend === "lower left", n = panel.series.length;
       panel.series.forEach((s, k) => {
-        const y = low ? box.y + box.h - 10 - 16 * (n - 1 - k) : box.y + 14 + 16 * k;
+        const y = low ? box.y + box.h - 40 - 16 * (n - 1 - k) : box.y + 14 + 16 * k;
         const x = low ? box.x + 10 : box.x + box.w - 120;
         el("line", { x1: x, x2: x + 22, y1: y - 4, y2: y - 4, class: "ropefig-line ropefig-s" + (k % 6) }, lg);
         el("text", { x: x + 28, y: y, class: "ropefig-tick" }, lg, s.label);
