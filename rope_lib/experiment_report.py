@@ -459,8 +459,14 @@ def recall_reach(results: Any, context_length: int, d: int, level: float = 0.5) 
     RecallReach
     """
     curves = recall_curves(results, context_length, d)
+    _, _, by_base, _ = _cell(results, context_length, d)
+    return _reach(curves, by_base, level)
+
+
+def _reach(curves: RecallCurves, by_base: Mapping, level: Any) -> RecallReach:
+    """:func:`recall_reach` of one cell from its curves and its runs grouped by base."""
     level = check_real(level, "level", curves.chance, 1.0, low_open=True, high_open=True)
-    length, _, by_base, _ = _cell(results, context_length, d)
+    length = curves.context_length
     centres = curves.bin_centres
     per_seed = []
     for base in curves.bases:
@@ -646,7 +652,7 @@ def experiment_summary(
     rows = []
     for length, d in cells:
         curves = recall_curves(results, length, d)
-        reach = recall_reach(results, length, d, level)
+        reach = _reach(curves, _cell(results, length, d)[2], level)
         horizons = margin_horizons(results, length, d, limit)
         energy = pair_energy_summary(results, length, d)
         for k, base in enumerate(curves.bases):

@@ -394,7 +394,6 @@ def _compute_similarity_margin(v: dict) -> dict:
 @functools.lru_cache(maxsize=1)
 def _recall_table() -> dict[str, dict]:
     """Every curve of the recall figure, keyed ``"L|d|log10(b)"`` (JSON-ready lists)."""
-    from .base_bound import min_base
     from .experiment import experiment_results
     from .experiment_report import recall_curves
 
@@ -405,7 +404,7 @@ def _recall_table() -> dict[str, dict]:
         for d in cfg["head_dims"]:
             curves = recall_curves(results, length, d)
             x = curves.bin_centres
-            mb = float(min_base(length, d))
+            mb = curves.min_base
             for k, base in enumerate(curves.bases):
                 y, se = curves.accuracy_mean[k], curves.accuracy_se[k]
                 horizon, quarter = float(curves.horizon[k]), float(curves.quarter_period[k])
