@@ -57,11 +57,12 @@ test:
 bench: $(VENV_STAMP) $(VENDOR_STAMP) browser
 	$(PY) -m bench
 
-# Every sweep chapter 9 reads, on both cores (experiment 1's full and uniform sweeps in one
-# process, experiment 2's in another), one progress bar with the time left; resumable
-# (_build/experiment*); rewrites rope_lib/data/experiment_{full,uniform,lm_full}.json.
+# Every sweep chapter 9 reads (rope_lib/experiments): the runs of both experiments on two
+# worker processes, longest first, one progress bar with the time left; resumable
+# (_build/experiments); writes rope_lib/data/experiment_<experiment>_<config>.json.
+# SMOKE=1: the smoke sweeps instead, written under _build only.
 experiment: $(VENV_STAMP)
-	$(PY) -m rope_lib.experiment_cli --all
+	$(PY) -m rope_lib.experiments $(if $(SMOKE),--smoke)
 
 lint: $(VENV_STAMP)
 	$(VENV)/bin/ruff check rope_lib tests bench tools course _ext

@@ -69,11 +69,14 @@ class Pair:
     periods behind it (rounded to whole tokens)."""
 
     label: str
-    kind: str  # "discriminating" or "capacity"
+    #: "discriminating" or "capacity"
+    kind: str
+    #: the cell's span and token count, and the members (d, base)
     span: int
     tokens: int
     a: tuple[int, float]
     b: tuple[int, float]
+    #: the predictions, written down
     horizons: tuple[int, int]
     quarter_periods: tuple[int, int]
     by_horizon: str

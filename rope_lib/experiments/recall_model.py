@@ -13,7 +13,7 @@ Key ids are embedded by a *frozen* random table :math:`E` (``n_keys`` x ``key_di
     s_j = \frac{(R_L W_q x)^\top (R_{p_j} W_k x_j)}{\sqrt d}
         = \frac{q^\top R_{-\Delta_j} k_j}{\sqrt d}, \qquad
     a = \operatorname{softmax}(s), \qquad
-    \text{logit}_v = \log \sum_{j : v_j = v} a_j + \text{const},
+    \text{logit}_v = \log \sum_{j : v_j = v} e^{s_j} = \log \sum_{j : v_j = v} a_j + \text{const},
 
 with :math:`R` applied by :func:`rope_lib.apply_rope` (head dimension :math:`d`, base
 :math:`b`) at the tokens' positions :math:`p_j` and the query's position :math:`L`.  Everything
@@ -194,13 +194,10 @@ def _forward(
     raw = torch.einsum("njd,nd->nj", k_rot, q_rot)
     scores = raw / math.sqrt(d)
     attn = torch.softmax(scores, dim=-1)
-    # log of the attention mass on each value id, up to the shared normaliser; an absent
-    # value id has mass 0, and the clamp gives it a finite log and a zero gradient
-    top = scores.max(dim=1, keepdim=True).values.detach()
-    mass = torch.zeros(n, n_values, dtype=scores.dtype).scatter_add(
-        1, ctx.values, (scores - top).exp()
-    )
-    logits = mass.clamp_min(1e-30).log() + top
+    # log of the attention mass on each value id, up to the softmax's shared normaliser:
+    # logsumexp of the scores of the tokens with that value id (-inf for an absent one)
+    owns = ctx.values[..., None] == torch.arange(n_values)
+    logits = torch.logsumexp(scores[..., None].masked_fill(~owns, -math.inf), dim=1)
     return logits, attn, q, k, raw
 
 

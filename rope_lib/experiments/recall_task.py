@@ -308,7 +308,7 @@ RECALL_CONFIGS: dict[str, RecallConfig] = {
         name="smoke",
         cells=(
             RecallCell(span=256, tokens=32, d=16, bases=(100.0, 1e4), eval_tokens=(64,)),
-            RecallCell(span=64, tokens=64, d=16, bases=(100.0,)),
+            RecallCell(span=64, tokens=64, d=16, bases=(100.0,), distances="uniform"),
         ),
         seeds=(0, 1),
         n_keys=1024,

@@ -137,25 +137,29 @@ def _resolve(path: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+def _experiment(name: str, configs: str, run: str) -> Experiment:
+    """An experiment of this package: modules ``<name>_task`` and ``<name>_model``, and the
+    runner's ``<name>_runs`` and ``<name>_cost``; ``configs`` and ``run`` as
+    ``"module:attribute"`` within the package."""
+    package = __name__.rpartition(".")[0]
+    return Experiment(
+        name=name,
+        modules=(f"{package}.{name}_task", f"{package}.{name}_model"),
+        configs=f"{package}.{configs}",
+        runs=f"{__name__}:{name}_runs",
+        run=f"{package}.{run}",
+        cost=f"{__name__}:{name}_cost",
+    )
+
+
 #: The experiments of chapter 9.  Experiment 2's modules (``needle_task``, ``needle_model``)
 #: come from another branch; until they are merged the entry is listed but not available.
 REGISTRY: dict[str, Experiment] = {
-    "recall": Experiment(
-        name="recall",
-        modules=("rope_lib.experiments.recall_task", "rope_lib.experiments.recall_model"),
-        configs="rope_lib.experiments.recall_task:RECALL_CONFIGS",
-        runs="rope_lib.experiments.runner:recall_runs",
-        run="rope_lib.experiments.recall_model:run_recall",
-        cost="rope_lib.experiments.runner:recall_cost",
-    ),
-    "needle": Experiment(
-        name="needle",
-        modules=("rope_lib.experiments.needle_task", "rope_lib.experiments.needle_model"),
-        configs="rope_lib.experiments.needle_model:NEEDLE_CONFIGS",
-        runs="rope_lib.experiments.runner:needle_runs",
-        run="rope_lib.experiments.runner:needle_run",
-        cost="rope_lib.experiments.runner:needle_cost",
-    ),
+    e.name: e
+    for e in (
+        _experiment("recall", "recall_task:RECALL_CONFIGS", "recall_model:run_recall"),
+        _experiment("needle", "needle_model:NEEDLE_CONFIGS", "runner:needle_run"),
+    )
 }
 
 
@@ -164,22 +168,23 @@ def recall_runs(config: Any) -> list[dict[str, Any]]:
     return config.runs()
 
 
-#: CPU seconds of experiment 1, measured on the loaded 2-core build machine with one thread
-#: (rope_lib/experiments/README: pilots): per training step, ``STEP_FIXED`` plus
-#: ``STEP_PER_TOKEN_DIM`` times batch x tokens x (d + 16); per held-out token,
-#: ``EVAL_PER_TOKEN_DIM`` times (d + 16).
-RECALL_STEP_FIXED = 3.0e-3
-RECALL_STEP_PER_TOKEN_DIM = 1.5e-8
+#: CPU seconds of experiment 1 on the 2-core build machine under load, one thread, fitted to
+#: a pilot of one run per cell of the full sweep (1500 steps; measured 4.0, 4.9, 7.0 and 14.5
+#: ms per step at d = 16, 32, 64, 128 with 32 x 128 tokens, and 0.33, 0.39, 1.28, 2.1 us per
+#: held-out token): a step costs ``RECALL_STEP_FIXED`` plus ``RECALL_STEP_PER_TOKEN_DIM``
+#: times batch x tokens x d, a held-out token ``RECALL_EVAL_PER_TOKEN_DIM`` times d.
+RECALL_STEP_FIXED = 2.5e-3
+RECALL_STEP_PER_TOKEN_DIM = 2.0e-8
 RECALL_EVAL_PER_TOKEN_DIM = 1.6e-8
 
 
 def recall_cost(config: Any, run: Mapping[str, Any]) -> float:
     """Estimated CPU seconds of one run of experiment 1 (training and every evaluation)."""
-    width = run["d"] + 16
-    step = RECALL_STEP_FIXED + RECALL_STEP_PER_TOKEN_DIM * config.batch_size * run["tokens"] * width
+    d = run["d"]
+    step = RECALL_STEP_FIXED + RECALL_STEP_PER_TOKEN_DIM * config.batch_size * run["tokens"] * d
     bins = len(_recall_bins(run["span"], config.n_bins)) - 1
     held_out = bins * config.eval_per_bin * (run["tokens"] + sum(run["eval_tokens"]))
-    return config.steps * step + RECALL_EVAL_PER_TOKEN_DIM * held_out * width
+    return config.steps * step + RECALL_EVAL_PER_TOKEN_DIM * held_out * d
 
 
 def _recall_bins(span: int, n_bins: int) -> Any:
@@ -390,10 +395,13 @@ def results_path(experiment: str, config: str, directory: Path | None = None) ->
 class PlannedRun:
     """One run of a sweep: where its file goes, its estimated cost, and whether it is done."""
 
+    #: the experiment and its configuration (a dataclass) and the sweep's key
     experiment: Experiment
     config: Any
     key: str
+    #: the run's parameters, as passed to the experiment's ``run``
     run: dict[str, Any]
+    #: the per-run file, the estimated CPU seconds, and whether the file holds a result
     path: Path
     seconds: float
     done: bool
@@ -405,8 +413,10 @@ class Sweep:
 
     experiment: Experiment
     config: Any
+    #: the key and the code files it covers (paths relative to the repository)
     key: str
     files: tuple[str, ...]
+    #: every run of the configuration, in its order, and the results file
     runs: tuple[PlannedRun, ...]
     output: Path
 
@@ -627,7 +637,12 @@ def _run_pool(todo: Sequence[PlannedRun], workers: int, tick: Callable) -> None:
             raise
 
 
-def load_results(experiment: str, config: str, directory: Path | None = None) -> dict[str, Any]:
+def load_results(
+    experiment: str,
+    config: str,
+    directory: Path | None = None,
+    registry: Mapping[str, Experiment] | None = None,
+) -> dict[str, Any]:
     """A stored results file, refused when missing, unreadable or stale.
 
     Parameters
@@ -638,6 +653,8 @@ def load_results(experiment: str, config: str, directory: Path | None = None) ->
         One of the experiment's configurations.
     directory : Path, optional
         Where the file is (default ``rope_lib/data``).
+    registry : mapping, optional
+        Experiments by name (default :data:`REGISTRY`).
 
     Returns
     -------
@@ -652,9 +669,10 @@ def load_results(experiment: str, config: str, directory: Path | None = None) ->
     ValueError
         Not a results file, or stale (made by other code or another configuration).
     """
-    if experiment not in REGISTRY:
-        raise ValueError(f"experiment must be one of {tuple(REGISTRY)}, got {experiment!r}")
-    exp = REGISTRY[experiment]
+    registry = REGISTRY if registry is None else registry
+    if experiment not in registry:
+        raise ValueError(f"experiment must be one of {tuple(registry)}, got {experiment!r}")
+    exp = registry[experiment]
     cfg = exp.config(config)
     path = results_path(experiment, cfg.name, directory)
     hint = _hint(experiment, cfg.name)

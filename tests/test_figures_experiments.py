@@ -1,0 +1,90 @@
+"""Tests of rope_lib.figures.experiments: chapter 9's figures, drawn from stored results.
+
+Each figure is checked for what its caption will claim: labelled axes, one curve per base or
+cell, the plotted values equal to the report's numbers, and the chance and horizon marks.
+Also: reading results never imports matplotlib (the report modules do not).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rope_lib.experiments import report, runner
+from rope_lib.experiments.predictions import WindowEdge
+from rope_lib.figures import experiments as fx
+
+CELL = (256, 32, 16, "log_uniform")
+
+
+@pytest.fixture(scope="module")
+def smoke() -> dict:
+    return runner.load_results("recall", "smoke")
+
+
+def test_recall_curves_plot_the_report_means(smoke: dict) -> None:
+    fig = fx.plot_recall_curves(smoke, CELL)
+    ax = fig.axes[0]
+    cur = report.recall_curves(smoke, CELL)
+    curves = [line for line in ax.get_lines() if line.get_marker() == "o"]
+    assert len(curves) == len(cur.bases)
+    for line, mean in zip(curves, cur.mean, strict=True):
+        np.testing.assert_allclose(line.get_ydata(), mean)
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_xscale() == "log"
+    flat = [line for line in ax.get_lines() if list(line.get_ydata()) == [cur.chance] * 2]
+    assert len(flat) == 1  # the chance line
+    verticals = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+    assert len(verticals) == sum(h <= CELL[0] for h in cur.horizon)
+    with pytest.raises(ValueError, match=r"bases must be bases of the cell"):
+        fx.plot_recall_curves(smoke, CELL, bases=[7.0])
+    with pytest.raises(TypeError, match=r"ax must be None or a matplotlib Axes"):
+        fx.plot_recall_curves(smoke, CELL, ax="axes")
+
+
+def test_learned_form_and_window_figures(smoke: dict) -> None:
+    fig = fx.plot_learned_form(smoke, CELL)
+    assert len(fig.axes) == 2 and all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
+    edge = WindowEdge("T", 256, 32, 16, 1000.0, (100.0,), (1e4,), (0,), (0,), "", "", "")
+    fig = fx.plot_window_edges(smoke, [edge])
+    ax = fig.axes[0]
+    out = report.edge_outcomes(smoke, [edge])[0]
+    mean = [line for line in ax.get_lines() if line.get_color() == "black"][0]
+    np.testing.assert_allclose(
+        mean.get_ydata(), np.mean([out["far_inside_runs"][0], out["far_outside_runs"][0]], axis=1)
+    )
+    assert "inside - outside" in ax.get_title()
+
+
+def test_reading_results_does_not_import_matplotlib() -> None:
+    code = (
+        "import sys\n"
+        "from rope_lib.experiments import report, runner\n"
+        "b = runner.load_results('recall', 'smoke')\n"
+        "report.reach_table(b); report.learned_form(b, (256, 32, 16, 'log_uniform'))\n"
+        "assert 'matplotlib' not in sys.modules, 'matplotlib was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_predictor_panels_centre_each_cell() -> None:
+    from rope_lib import max_context
+    from tests.test_report import fake_blob, fake_run
+
+    runs = [
+        fake_run(1024, d, b, s, f * max_context(b, d) * (1 + 0.01 * s))
+        for d, f in ((16, 0.8), (32, 1.5))
+        for b in (30.0, 100.0, 300.0, 1000.0)
+        for s in range(3)
+    ]
+    blob = fake_blob(runs)
+    fig = fx.plot_predictors(blob)
+    assert len(fig.axes) == 3
+    comparison = report.predictor_comparison(blob)
+    for ax, key in zip(fig.axes, report.PREDICTORS, strict=True):
+        assert f"residual SD {comparison[key]['sd_mean']:.2f}" in ax.get_title()
+        for line in ax.get_lines():
+            assert abs(np.mean(line.get_xdata())) < 1e-12 and abs(np.mean(line.get_ydata())) < 1e-12
+        assert len(ax.get_lines()) == 2  # one per cell

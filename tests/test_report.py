@@ -1,0 +1,312 @@
+"""Tests of rope_lib.experiments.report: statistics and summaries of experiment 1.
+
+Independent routes: Student-t intervals with the tabulated t quantile, reaches of curves built
+to cross the level at a chosen distance, summaries recomputed from the raw JSON of the stored
+smoke results with plain loops, a regression with one intercept per cell done by demeaning
+within cells (instead of a design matrix), and learned margins against dense rotation matrices
+and chapter 7's B_m.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rope_lib import max_context, quarter_period, similarity_margin
+from rope_lib.experiments import report as rp
+from rope_lib.experiments import runner
+from rope_lib.experiments.predictions import Pair, WindowEdge
+from tests.test_recall_model import rotation
+
+ROOT = Path(__file__).resolve().parents[1]
+RAW = json.loads((ROOT / "rope_lib" / "data" / "experiment_recall_smoke.json").read_text())
+T4 = 2.7764451051977987  # t_{0.975, 4} from tables
+T1 = 12.706204736174707  # t_{0.975, 1}
+
+
+@pytest.fixture(scope="module")
+def smoke() -> dict:
+    return runner.load_results("recall", "smoke")
+
+
+def centres(edges: list[int]) -> np.ndarray:
+    e = np.asarray(edges, dtype=float)
+    return np.sqrt(e[:-1] * (e[1:] - 1))
+
+
+def plain_reach(c: np.ndarray, acc: list[float], level: float = 0.5) -> float:
+    for j, a in enumerate(acc):
+        if a < level:
+            if j == 0:
+                return 0.0
+            f = (acc[j - 1] - level) / (acc[j - 1] - a)
+            return float(c[j - 1] * (c[j] / c[j - 1]) ** f)
+    return math.inf
+
+
+# ------------------------------------------------------------------------------------------
+# statistics
+# ------------------------------------------------------------------------------------------
+def test_t_interval_by_hand() -> None:
+    mean, low, high = rp.t_interval([1, 2, 3, 4, 5])
+    half = T4 * math.sqrt(2.5) / math.sqrt(5)
+    assert mean == 3 and math.isclose(low, 3 - half) and math.isclose(high, 3 + half)
+    assert math.isnan(rp.t_interval([7.0])[1]) and rp.t_interval([7.0])[0] == 7.0
+    assert math.isnan(rp.t_interval([1.0, math.inf])[2])
+    with pytest.raises(ValueError, match=r"values must not be empty"):
+        rp.t_interval([])
+
+
+def test_reach_interpolates_in_log_distance() -> None:
+    c = [1.0, 10.0, 100.0]
+    assert math.isclose(rp.reach(c, [0.9, 0.7, 0.3]), 10**1.5)  # halfway between 0.7 and 0.3
+    assert rp.reach(c, [0.4, 0.9, 0.9]) == 0.0
+    assert rp.reach(c, [0.9, 0.8, 0.6]) == math.inf
+    # 0.5 is not below the level 0.5: the fall is between 10 and 100, and starts at 10
+    assert math.isclose(rp.reach(c, [0.9, 0.5, 0.1]), 10.0)
+
+
+# ------------------------------------------------------------------------------------------
+# summaries of the stored smoke results, against the raw JSON
+# ------------------------------------------------------------------------------------------
+def test_curves_match_the_raw_json(smoke: dict) -> None:
+    cells = rp.recall_cells(smoke)
+    assert cells == sorted({(r["span"], r["tokens"], r["d"], r["distances"]) for r in RAW["runs"]})
+    for cell in cells:
+        for tokens in (None, *([64] if cell[1] == 32 else [])):
+            cur = rp.recall_curves(smoke, cell, tokens)
+            runs = [
+                r for r in RAW["runs"] if (r["span"], r["tokens"], r["d"], r["distances"]) == cell
+            ]
+            bases = sorted({r["base"] for r in runs})
+            assert cur.bases.tolist() == bases
+            for i, b in enumerate(bases):
+                group = sorted((r for r in runs if r["base"] == b), key=lambda r: r["seed"])
+                evs = [
+                    next(e for e in r["evaluations"] if e["tokens"] == (tokens or cell[1]))
+                    for r in group
+                ]
+                acc = np.array([e["accuracy"] for e in evs])
+                n = len(group)
+                for j in range(acc.shape[1]):
+                    m = acc[:, j].mean()
+                    half = T1 * acc[:, j].std(ddof=1) / math.sqrt(n)
+                    assert math.isclose(cur.mean[i, j], m, abs_tol=1e-12)
+                    assert math.isclose(cur.high[i, j], m + half, abs_tol=1e-9)
+                    se = max(
+                        math.sqrt(a * (1 - a) / e["n"][j])
+                        for a, e in zip(acc[:, j], evs, strict=True)
+                    )
+                    assert math.isclose(cur.binomial_se[i, j], se)
+                assert cur.horizon[i] == max_context(b, cell[2])
+                assert math.isclose(cur.quarter_period[i], quarter_period(cell[2], b))
+
+
+def test_reach_table_matches_a_plain_scan(smoke: dict) -> None:
+    rows = rp.reach_table(smoke)
+    assert len(rows) == len(
+        {(r["span"], r["tokens"], r["d"], r["distances"], r["base"]) for r in RAW["runs"]}
+    )
+    for row in rows:
+        runs = sorted(
+            (
+                r
+                for r in RAW["runs"]
+                if (r["span"], r["tokens"], r["d"], r["distances"]) == row["cell"]
+                and r["base"] == row["base"]
+            ),
+            key=lambda r: r["seed"],
+        )
+        want = [
+            plain_reach(centres(r["evaluations"][0]["bin_edges"]), r["evaluations"][0]["accuracy"])
+            for r in runs
+        ]
+        np.testing.assert_allclose(row["reach"], want)
+        assert row["far"] == [r["evaluations"][0]["accuracy"][-1] for r in runs]
+        assert row["feasible"] == (max_context(row["base"], row["cell"][2]) >= row["cell"][0])
+
+
+def test_distractor_effect_reads_each_evaluation(smoke: dict) -> None:
+    cell = (256, 32, 16, "log_uniform")
+    eff = rp.distractor_effect(smoke, cell)
+    assert eff["tokens"] == [32, 64]
+    runs = sorted(
+        (r for r in RAW["runs"] if r["tokens"] == 32), key=lambda r: (r["base"], r["seed"])
+    )
+    for k, n in enumerate((32, 64)):
+        want = [
+            plain_reach(centres(e["bin_edges"]), e["accuracy"])
+            for r in runs
+            for e in r["evaluations"]
+            if e["tokens"] == n
+        ]
+        np.testing.assert_allclose(eff["reach"][k].ravel(), want)
+
+
+def test_pairs_and_edges_read_against_plain_loops(smoke: dict) -> None:
+    pair = Pair(
+        "T", "discriminating", 256, 32, (16, 1e4), (16, 100.0), (0, 0), (0, 0), "a", "b", "b"
+    )
+    out = rp.pair_outcomes(smoke, [pair])[0]
+    runs = {
+        b: sorted(
+            (r for r in RAW["runs"] if r["tokens"] == 32 and r["base"] == b),
+            key=lambda r: r["seed"],
+        )
+        for b in (1e4, 100.0)
+    }
+    ra = [
+        plain_reach(centres(r["evaluations"][0]["bin_edges"]), r["evaluations"][0]["accuracy"])
+        for r in runs[1e4]
+    ]
+    rb = [
+        plain_reach(centres(r["evaluations"][0]["bin_edges"]), r["evaluations"][0]["accuracy"])
+        for r in runs[100.0]
+    ]
+    np.testing.assert_allclose(out["reach_a"], ra)
+    np.testing.assert_allclose(out["reach_b"], rb)
+    fa = [r["evaluations"][0]["accuracy"][-1] for r in runs[1e4]]
+    fb = [r["evaluations"][0]["accuracy"][-1] for r in runs[100.0]]
+    diff = np.subtract(fa, fb)
+    assert math.isclose(out["far_difference"][0], diff.mean())
+    edge = WindowEdge(
+        "T", 256, 32, 16, 1000.0, (1e4,), (100.0,), (0,), (0,), "inside", "outside", "outside"
+    )
+    e = rp.edge_outcomes(smoke, [edge])[0]
+    np.testing.assert_allclose(e["far_inside"], fa)
+    np.testing.assert_allclose(e["far_outside"], fb)
+    mean, low, high = e["far_difference"]
+    half = T1 * diff.std(ddof=1) / math.sqrt(2)
+    assert math.isclose(mean, diff.mean()) and math.isclose(high, diff.mean() + half)
+    assert e["far_verdict"] == ("inside" if low > 0 else "outside" if high < 0 else "undecided")
+
+
+def test_summaries_refuse_what_is_not_experiment_1(smoke: dict) -> None:
+    with pytest.raises(TypeError, match=r"results must be a results dict of experiment 1"):
+        rp.recall_cells([1, 2])
+    with pytest.raises(ValueError, match=r"its 'experiment' is not 'recall'"):
+        rp.recall_cells({"experiment": "needle", "runs": [{}]})
+    with pytest.raises(ValueError, match=r"cell must be one of the results' cells"):
+        rp.recall_curves(smoke, (512, 32, 16, "log_uniform"))
+    with pytest.raises(ValueError, match=r"tokens must be one of the run's evaluations \[32, 64\]"):
+        rp.recall_curves(smoke, (256, 32, 16, "log_uniform"), tokens=99)
+
+
+# ------------------------------------------------------------------------------------------
+# the comparison of predictors, on results built to have a known answer
+# ------------------------------------------------------------------------------------------
+EDGES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1025]
+
+
+def fake_run(span: int, d: int, base: float, seed: int, target_reach: float, **extra) -> dict:
+    """A run whose accuracy is linear in log distance and crosses 1/2 at ``target_reach``."""
+    c = centres(EDGES)
+    acc = np.clip(0.5 - 0.08 * (np.log(c) - math.log(target_reach)), 0.0, 1.0)
+    ev = {"tokens": 128, "bin_edges": EDGES, "n": [100] * 10, "accuracy": acc.tolist()}
+    return {
+        "span": span, "tokens": 128, "d": d, "distances": "log_uniform", "eval_tokens": [],
+        "base": base, "seed": seed, "evaluations": [ev], "form_blocks": [[[1, 0], [0, 1]]] * (d // 2),
+        **extra,
+    }  # fmt: skip
+
+
+def fake_blob(runs: list[dict]) -> dict:
+    return {"experiment": "recall", "config": {"n_values": 16, "layout": "half"}, "runs": runs}
+
+
+def demeaned_sd(y: np.ndarray, x: np.ndarray, g: np.ndarray) -> float:
+    yd, xd = y.copy(), x.copy()
+    for label in set(g.tolist()):
+        yd[g == label] -= y[g == label].mean()
+        xd[g == label] -= x[g == label].mean()
+    slope = (xd @ yd) / (xd @ xd)
+    resid = yd - slope * xd
+    return math.sqrt(resid @ resid / (len(y) - len(set(g.tolist())) - 1))
+
+
+def test_predictor_comparison_finds_a_reach_proportional_to_the_horizon() -> None:
+    rng = np.random.default_rng(0)
+    bases = [30.0, 100.0, 300.0, 1000.0, 3000.0]
+    runs = []
+    for d, factor in ((16, 0.8), (32, 1.5)):
+        for b in bases:
+            for s in range(5):
+                wobble = math.exp(rng.normal(0, 0.01))  # a little seed noise
+                runs.append(fake_run(1024, d, b, s, factor * max_context(b, d) * wobble))
+    out = rp.predictor_comparison(fake_blob(runs))
+    assert out["rows"] == [10] * 5
+    assert out["horizon"]["sd_mean"] < 0.02 < out["base"]["sd_mean"]
+    assert out["difference"]["base"][1] > 0  # the base is worse in every replicate
+    # the residual SDs, recomputed per seed by demeaning within cells
+    for s in range(5):
+        rows = [r for r in runs if r["seed"] == s]
+        y = np.log([plain_reach(centres(EDGES), r["evaluations"][0]["accuracy"]) for r in rows])
+        g = np.array([r["d"] for r in rows])
+        for name, fn in (
+            ("horizon", lambda r: max_context(r["base"], r["d"])),
+            ("quarter_period", lambda r: quarter_period(r["d"], r["base"])),
+            ("base", lambda r: r["base"]),
+        ):
+            x = np.log([fn(r) for r in rows])
+            assert math.isclose(
+                out[name]["sd"][s], demeaned_sd(y, x, g), rel_tol=1e-9, abs_tol=1e-12
+            )
+
+
+# ------------------------------------------------------------------------------------------
+# the learned form
+# ------------------------------------------------------------------------------------------
+def test_learned_margin_of_equal_blocks_is_b_m_and_phases_follow_the_trace() -> None:
+    d, base, sigma2 = 8, 500.0, 0.3
+    eye = (sigma2 * np.eye(2)).tolist()
+    plain = fake_run(64, d, base, 0, 10.0)
+    plain["evaluations"][0].update(
+        {"target_moment_blocks": [eye] * (d // 2), "mu_q": [0.0] * d, "mu_k": [0.0] * d}
+    )
+    out = rp.learned_form(fake_blob([plain]), (64, 128, d, "log_uniform"))
+    dist = np.arange(1, 65)
+    np.testing.assert_allclose(
+        out["margin"][0, 0], 2 * sigma2 * similarity_margin(dist, d, base), atol=1e-12
+    )
+    assert np.all(out["sine_part"] == 0) and np.allclose(out["phase"], 0)
+    # a full moment with antisymmetric parts and nonzero means: the trace of dense matrices
+    rng = np.random.default_rng(1)
+    moment = rng.standard_normal((d, d))
+    mu_q, mu_k = rng.standard_normal(d), rng.standard_normal(d)
+    blocks = [
+        [[moment[i, i], moment[i, i + 4]], [moment[i + 4, i], moment[i + 4, i + 4]]]
+        for i in range(4)
+    ]
+    run = fake_run(64, d, base, 0, 10.0)
+    run["evaluations"][0].update(
+        {"target_moment_blocks": blocks, "mu_q": mu_q.tolist(), "mu_k": mu_k.tolist()}
+    )
+    mask = np.zeros((d, d))
+    for i in range(4):
+        for a in (i, i + 4):
+            for b in (i, i + 4):
+                mask[a, b] = 1
+    out = rp.learned_form(fake_blob([run]), (64, 128, d, "log_uniform"))
+    want = [
+        np.trace(rotation(-m, d, base, "half") @ (moment * mask))
+        - mu_q @ rotation(-m, d, base, "half") @ mu_k
+        for m in dist
+    ]
+    np.testing.assert_allclose(out["margin"][0, 0], want, atol=1e-10)
+    first = next((m for m, v in zip(dist, want, strict=True) if v < 0), math.inf)
+    assert out["learned_horizon"][0, 0] == first
+    assert out["peak"][0, 0] == dist[int(np.argmax(want))]
+
+
+def test_slow_energy_share_by_hand() -> None:
+    run = fake_run(64, 6, 100.0, 0, 10.0)
+    run["form_blocks"] = [[[1, 0], [0, 0]], [[0, 2], [0, 0]], [[0, 0], [3, 0]]]  # energies 1, 4, 9
+    run["evaluations"][0].update(
+        {"target_moment_blocks": run["form_blocks"], "mu_q": [0.0] * 6, "mu_k": [0.0] * 6}
+    )
+    out = rp.learned_form(fake_blob([run]), (64, 128, 6, "log_uniform"))
+    assert math.isclose(out["slow_energy"][0, 0], (0.5 * 4 + 9) / 14)  # middle pair counts half
