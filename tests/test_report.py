@@ -310,3 +310,26 @@ def test_slow_energy_share_by_hand() -> None:
     )
     out = rp.learned_form(fake_blob([run]), (64, 128, 6, "log_uniform"))
     assert math.isclose(out["slow_energy"][0, 0], (0.5 * 4 + 9) / 14)  # middle pair counts half
+
+
+def test_edge_reference_takes_the_bases_of_nearest_horizon() -> None:
+    from rope_lib.experiments.recall_task import half_decade
+
+    reach_of = {470000.0: 300.0, 484000.0: 290.0, half_decade(11): 100.0, 1e6: 400.0, 1e4: 20.0}
+    runs = [
+        fake_run(1024, 16, b, s, r * (1 + 0.05 * s)) for b, r in reach_of.items() for s in range(3)
+    ]
+    edge = WindowEdge(
+        "T", 1024, 128, 16, 480585.0, (470000.0,), (484000.0,), (1077,), (405,), "", "", ""
+    )
+    ref = rp.edge_outcomes(fake_blob(runs), [edge])[0]["reference"]
+    # ln 1077 is nearest ln 1467 (base 1e6); ln 405 nearest ln 380 (base 10^5.5)
+    assert ref["bases"] == (1e6, half_decade(11))
+    assert ref["horizons"] == (max_context(1e6, 16), max_context(half_decade(11), 16))
+    far = {
+        b: [r["evaluations"][0]["accuracy"][-1] for r in runs if r["base"] == b]
+        for b in ref["bases"]
+    }
+    assert math.isclose(
+        ref["far_difference"][0], np.mean(np.subtract(far[1e6], far[half_decade(11)]))
+    )

@@ -257,3 +257,50 @@ def test_smoke_reproduces_the_stored_results_after_a_kill(tmp_path: Path) -> Non
                     assert abs(pa - pb) <= 5 * max(pb * (1 - pb), 1 / n) ** 0.5 / n**0.5
     after = sorted(p.stat().st_mtime for p in (ROOT / "rope_lib" / "data").iterdir())
     assert after == data_before
+
+
+def test_runs_of_two_experiments_share_one_queue_longest_first(tmp_path: Path, log: Path) -> None:
+    other = runner.Experiment(**{**runner_toy.TOY.__dict__, "name": "toy2"})
+    registry = {"toy": runner_toy.TOY, "toy2": other}
+    sweeps = runner.plan([("toy", "toy"), ("toy2", "smoke")], tmp_path, tmp_path, registry)
+    blobs = runner.run_sweeps(sweeps, workers=1, progress=False)
+    assert [n for n, _ in log_lines(log)] == [6, 5, 4, 3, 2, 1]  # across the two experiments
+    assert [b["experiment"] for b in blobs] == ["toy", "toy2"]
+    assert (tmp_path / "experiment_toy2_smoke.json").exists()
+
+
+def test_experiment_2_plugs_in_through_its_registry_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stand-in for rope_lib.experiments.needle_model with the agreed interface:
+    NEEDLE_CONFIGS ("full", "smoke") of dataclasses with bases and seeds, and
+    run_needle(config, base, seed) -> dict."""
+    import importlib.machinery
+    import types
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class NeedleConfig:
+        name: str
+        bases: tuple[float, ...]
+        seeds: tuple[int, ...]
+
+    fake = types.ModuleType("rope_lib.experiments.needle_model")
+    fake.__spec__ = importlib.machinery.ModuleSpec(fake.__name__, None)
+    fake.NEEDLE_CONFIGS = {"smoke": NeedleConfig("smoke", (10.0, 1e4), (0, 1))}
+    fake.run_needle = lambda config, base, seed: {"accuracy": [base * 0 + seed]}
+    task = types.ModuleType("rope_lib.experiments.needle_task")
+    task.__spec__ = importlib.machinery.ModuleSpec(task.__name__, None)
+    monkeypatch.setitem(sys.modules, fake.__name__, fake)
+    monkeypatch.setitem(sys.modules, task.__name__, task)
+    monkeypatch.setattr(runner, "code_files", lambda modules: ())
+    assert runner.REGISTRY["needle"].available()
+    sweeps = runner.plan([("needle", "smoke")], tmp_path, tmp_path)
+    blob = runner.run_sweeps(sweeps, workers=1, progress=False)[0]
+    assert blob["runs"] == [
+        {"base": 10.0, "seed": 0, "accuracy": [0]},
+        {"base": 10.0, "seed": 1, "accuracy": [1]},
+        {"base": 1e4, "seed": 0, "accuracy": [0]},
+        {"base": 1e4, "seed": 1, "accuracy": [1]},
+    ]
+    assert blob["config"] == {"name": "smoke", "bases": [10.0, 1e4], "seeds": [0, 1]}

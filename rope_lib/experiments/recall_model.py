@@ -15,8 +15,11 @@ Key ids are embedded by a *frozen* random table :math:`E` (``n_keys`` x ``key_di
     a = \operatorname{softmax}(s), \qquad
     \text{logit}_v = \log \sum_{j : v_j = v} e^{s_j} = \log \sum_{j : v_j = v} a_j + \text{const},
 
-with :math:`R` applied by :func:`rope_lib.apply_rope` (head dimension :math:`d`, base
-:math:`b`) at the tokens' positions :math:`p_j` and the query's position :math:`L`.  Everything
+with :math:`R` the rotation of :func:`rope_lib.apply_rope` (head dimension :math:`d`, base
+:math:`b`) at the tokens' positions :math:`p_j` and the query's position :math:`L`: its cosines
+and sines are read once per run from ``apply_rope`` for every position :math:`0..L`
+(:func:`rotation_table`) and applied token by token (:func:`rotate`), since in sparse contexts
+every token has its own position.  Everything
 the layer learns is in :math:`W_q^\top R_m W_k`: the score model of chapter 7 with learned
 instead of isotropic projections.  For isotropic inputs (:math:`E[xx^\top] = \sigma^2 I`) the
 expected score of the target at distance :math:`\Delta` is

@@ -329,7 +329,7 @@ RECALL_CONFIGS: dict[str, RecallConfig] = {
             RecallCell(1024, 128, 32, _decades(6, 10)[::2], distances="uniform"),
         ),
         seeds=(0, 1, 2, 3, 4),
-        steps=1500,
+        steps=1250,
     ),
 }
 

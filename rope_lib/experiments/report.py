@@ -469,6 +469,14 @@ def edge_outcomes(
     outside bases, and the same for the mean log reach; each with its t-interval over seeds and
     the verdict ``"inside"``, ``"outside"`` or ``"undecided"``.  ``far_inside_runs`` and
     ``far_outside_runs`` hold each base's farthest-bin accuracy per seed (bases x seeds).
+
+    ``reference`` gives a scale for the step: among the cell's other bases (not at any edge),
+    the one whose horizon is nearest (in log) to the inside bases' and the one nearest to the
+    outside bases', and the paired difference of their farthest-bin accuracies
+    (``bases``, ``horizons``, ``far_difference``; ``None`` when the cell has no two such
+    bases).  A layer whose far accuracy followed the horizon alone would step at the edge by
+    about that much; the reference bases differ in base as well, so it is a scale, not a
+    prediction.
     """
     out = []
     for edge in edges:
@@ -489,6 +497,7 @@ def edge_outcomes(
         out.append(
             {
                 "edge": edge,
+                "reference": _edge_reference(results, edge, edges),
                 "far_inside": sides["inside"][0].tolist(),
                 "far_outside": sides["outside"][0].tolist(),
                 "far_inside_runs": sides["inside"][2].tolist(),
@@ -502,6 +511,30 @@ def edge_outcomes(
             }
         )
     return out
+
+
+def _edge_reference(results: Any, edge: WindowEdge, edges: Sequence[WindowEdge]) -> Any:
+    cell = (edge.span, edge.tokens, edge.d, "log_uniform")
+    at_edges = {b for e in edges for b in e.inside + e.outside}
+    by_base = _grouped(results, cell)
+    others = [b for b in by_base if b not in at_edges]
+    if len(others) < 2:
+        return None
+    logs = {b: math.log(horizon(edge.d, b)) for b in others}
+
+    def nearest(hs: Sequence[int]) -> float:
+        target = float(np.mean(np.log(hs)))
+        return min(others, key=lambda b: abs(logs[b] - target))
+
+    b_in, b_out = nearest(edge.horizons_inside), nearest(edge.horizons_outside)
+    if b_in == b_out:
+        return None
+    far = {b: [_evaluation(r, None)["accuracy"][-1] for r in by_base[b]] for b in (b_in, b_out)}
+    return {
+        "bases": (b_in, b_out),
+        "horizons": (horizon(edge.d, b_in), horizon(edge.d, b_out)),
+        "far_difference": t_interval(np.subtract(far[b_in], far[b_out])),
+    }
 
 
 # --------------------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ import dataclasses
 import functools
 import hashlib
 import importlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -502,18 +503,18 @@ def _work(task: PlannedRun) -> tuple[float, float]:
 
 def _finish(sweep: Sweep) -> dict[str, Any]:
     """Write a sweep's results file from its per-run files (all must be done)."""
-    import numpy as np
-
     runs = []
     for task in sweep.runs:
         result = _read_run(task.path, sweep.key)
         if result is None:
             raise RuntimeError(f"run {task.path.name} of {sweep.experiment.name} is not done")
         runs.append(result)
-    versions = {"python": platform.python_version(), "numpy": np.__version__}
-    for module in ("torch", "transformers"):
-        if module in sys.modules:
-            versions[module] = sys.modules[module].__version__
+    versions = {"python": platform.python_version()}
+    for package in ("numpy", "torch", "transformers"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            pass
     blob = {
         "key": sweep.key,
         "experiment": sweep.experiment.name,
