@@ -31,9 +31,10 @@ magnitude is limited to ``MAX_POSITION`` = 2**32 (``rope_lib._validate``): an an
 *derivation* is another matter.  Chapter 3 proves its results (the form of the solutions of the
 complex condition, and :math:`p_m = U^m p_0` for every solution of the real equation) for
 integer positions: the proofs step from :math:`m` to :math:`m + 1`.  For real positions the
-same conclusions need a regularity assumption, :math:`g` measurable (e.g.
-:math:`m \\mapsto p_m` continuous); without it the phase equation is Cauchy's equation, which has other
-solutions.  The width of the encoding, :math:`d_\\text{model}` in the book, is the argument
+chapter shows, assuming :math:`g` measurable (e.g. :math:`m \\mapsto p_m` continuous), that every
+solution is :math:`p_t = e^{tG} p_0` with :math:`G` antisymmetric: rotating pairs and constant
+coordinates, no alternating ones.  Without such an assumption the phase equation is Cauchy's
+equation, which has other solutions.  The width of the encoding, :math:`d_\\text{model}` in the book, is the argument
 ``d`` here.
 """
 
@@ -129,7 +130,7 @@ def sinusoidal(positions: Any, d: int, base: float = 10000.0) -> np.ndarray:
     Parameters
     ----------
     positions : array_like
-        1-D sequence of finite real positions :math:`m` (usually ``0, 1, ..., T-1``;
+        1-D sequence of finite real positions :math:`m` (usually ``0, 1, ..., N-1`` for N tokens;
         fractional positions are allowed, since the formula is defined for every real
         :math:`m`), of magnitude at most ``MAX_POSITION`` = 2**32.
     d : int

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import html
+import importlib
 import json
 import math
 import os
@@ -257,11 +258,16 @@ def _fmt(value: float) -> str:
 
 
 def _compute_sinusoidal(v: dict) -> dict:
-    from .sinusoidal import sinusoidal
+    # The Gram matrix of the encodings themselves (p @ p.T), not the closed form
+    # g(m - n): constant diagonals are then computed, not assumed.  The page does the same.
+    from .taylor import diagonal_spread
 
+    # looked up on the module at call time, so that a test can substitute other encodings
+    encode = importlib.import_module(".sinusoidal", __package__).sinusoidal
     n = v["positions"]
-    p = sinusoidal(np.arange(n), v["d"], v["base"])
+    p = encode(np.arange(n), v["d"], v["base"])
     gram = p @ p.T
+    spread = float(diagonal_spread(gram))
     # sequential colour scale from the smallest inner product up to d/2 (the diagonal)
     return {
         "panels": [
@@ -277,13 +283,15 @@ def _compute_sinusoidal(v: dict) -> dict:
                 "vmax": v["d"] / 2,
             },
             _lines(
-                "⟨p_0, p_x⟩ = Σ cos(x θ_i)",
+                "⟨p_0, p_x⟩, row m = 0",
                 "distance x",
                 "inner product",
                 [("⟨p_0, p_x⟩", np.arange(n), gram[0])],
             ),
         ],
-        "readout": f"d = {v['d']}, base = {_fmt(v['base'])}: diagonal ⟨p_m, p_m⟩ = d/2 = {v['d'] // 2}",
+        "readout": f"d = {v['d']}, base = {_fmt(v['base'])}: computed from the encodings, the "
+        f"largest range along a diagonal is {spread:.1e} (float64 round-off)",
+        "spread": spread,
     }
 
 

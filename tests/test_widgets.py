@@ -40,6 +40,36 @@ def test_sinusoidal_model_is_the_gram_matrix(d: int, base: float, n: int) -> Non
     np.testing.assert_allclose(_series(data, 1), expected[0], atol=1e-11)
 
 
+def test_sinusoidal_model_computes_the_gram_matrix_of_the_encodings(monkeypatch) -> None:
+    """The heatmap is P P^T of whatever encodings the library returns, not the closed form.
+
+    With encodings whose inner products are *not* a function of m - n substituted for
+    ``rope_lib.sinusoidal``, the model must show a matrix that is not constant along its
+    diagonals; a model drawn from g(|m - n|) would still show constant diagonals.
+    """
+    import sys
+
+    module = sys.modules["rope_lib.sinusoidal"]
+    real = module.sinusoidal
+
+    def stretched(positions, d, base=10000.0):  # row m scaled by 1 + m/10: not relative
+        p = real(positions, d, base)
+        return p * (1.0 + np.asarray(positions, float)[:, None] / 10)
+
+    monkeypatch.setattr(module, "sinusoidal", stretched)
+    data = compute("sinusoidal", d=16, base=1e4, positions=16)
+    th = _theta(16, 1e4)
+    expected = [
+        [(1 + a / 10) * (1 + b / 10) * sum(math.cos((a - b) * t) for t in th) for b in range(16)]
+        for a in range(16)
+    ]
+    np.testing.assert_allclose(data["panels"][0]["z"], expected, atol=1e-11)
+    np.testing.assert_allclose(_series(data, 1), expected[0], atol=1e-11)
+    assert data["spread"] > 1.0  # the diagonals are no longer constant, and the model says so
+    monkeypatch.undo()
+    assert compute("sinusoidal", d=16, base=1e4, positions=16)["spread"] < 1e-12
+
+
 @pytest.mark.parametrize(
     ("m", "n", "theta"), [(0, 0, 0.4), (2, 5, 0.4), (17, 3, 1.5), (20, 20, 0.05)]
 )
