@@ -352,7 +352,7 @@ def quarter_period(d: int, base: float = 10000.0) -> float:
 
 
 def _default_half_width(d: int, base: float) -> int:
-    r""":math:`h = \lceil \pi b \ln b / d\rceil`: the window of :func:`windowed_mean_score`."""
+    r""":math:`w = \lceil \pi b \ln b / d\rceil`: the window of :func:`windowed_mean_score`."""
     return int(np.ceil(np.pi * base * np.log(base) / d))
 
 
@@ -361,25 +361,25 @@ def windowed_mean_score(
 ) -> np.ndarray | np.float64:
     r"""Local mean of the all-ones score: :func:`ones_score` averaged over a centred window.
 
-    The window is a boxcar over the :math:`2h + 1` consecutive distances
-    :math:`x - h, \dots, x + h`. Since the mean of :math:`\cos((x + j)\theta)` over
-    :math:`j = -h, \dots, h` is :math:`D_h(\theta)\cos(x\theta)`,
+    The window is a boxcar over the :math:`2w + 1` consecutive distances
+    :math:`x - w, \dots, x + w`. Since the mean of :math:`\cos((x + j)\theta)` over
+    :math:`j = -w, \dots, w` is :math:`D_w(\theta)\cos(x\theta)`,
 
-    .. math:: \bar g_h(x) = \frac{1}{2h+1}\sum_{j=-h}^{h} g(x + j)
-              = 2\sum_{i=0}^{d/2-1} D_h(\theta_i)\cos(x\theta_i), \qquad
-              D_h(\theta) = \frac{\sin\big((2h+1)\theta/2\big)}{(2h+1)\sin(\theta/2)},
+    .. math:: \bar g_w(x) = \frac{1}{2w+1}\sum_{j=-w}^{w} g(x + j)
+              = 2\sum_{i=0}^{d/2-1} D_w(\theta_i)\cos(x\theta_i), \qquad
+              D_w(\theta) = \frac{\sin\big((2w+1)\theta/2\big)}{(2w+1)\sin(\theta/2)},
 
     which is how it is computed (one weighted sum of d/2 cosines per distance).
 
-    Width. The default is :math:`h = \lceil \pi b\ln b / d\rceil`, so that the window spans
-    :math:`2h + 1 \ge 2\pi b\ln b / d` distances. That is the longest period of a pair past
+    Width. The default is :math:`w = \lceil \pi b\ln b / d\rceil`, so that the window spans
+    :math:`2w + 1 \ge 2\pi b\ln b / d` distances. That is the longest period of a pair past
     the Nyquist limit at distance :math:`\pi b/2` (:func:`undersampled_terms`: pair i is
     undersampled at x when :math:`T_i < 4x\ln b/d`), the distance near which the local mean
     turns (the limit of :func:`quarter_period` as :math:`d \to \infty`). Why: the
     undersampled pairs are the aliasing noise of the sum; a pair whose period is at most the
-    window is damped to :math:`|D_h| \lesssim 0.22` (the first side lobe) or less, while a
+    window is damped to at most 0.23 of its size (:math:`|D_w|` at the first side lobe), while a
     pair whose period is many windows long, such as the slowest ones that set the trend,
-    passes almost unchanged (:math:`D_h(\theta) \ge 1 - ((2h+1)\theta)^2/24`). The trend
+    passes almost unchanged (:math:`D_w(\theta) \ge 1 - ((2w+1)\theta)^2/24`). The trend
     itself varies on the scale of b, much longer than the window. ``half_width=0`` gives
     :func:`ones_score`.
 
@@ -393,7 +393,7 @@ def windowed_mean_score(
     base : float
         RoPE base :math:`b > 1`.
     half_width : int or None
-        :math:`h \ge 0`, at most ``MAX_POSITION``; ``None`` for the default above.
+        :math:`w \ge 0`, at most ``MAX_POSITION``; ``None`` for the default above.
 
     Returns
     -------
@@ -1001,7 +1001,7 @@ def plot_windowed_mean(
     r"""Figure: the all-ones score, its local mean and the continuum score, two panels.
 
     For integer distances 0..max_distance: :func:`ones_score` :math:`g(x)` (thin), the
-    windowed mean :math:`\bar g_h(x)` of :func:`windowed_mean_score` (thick, ``half_width``
+    windowed mean :math:`\bar g_w(x)` of :func:`windowed_mean_score` (thick, ``half_width``
     as there) and the continuum score :math:`d\,(\mathrm{Ci}(x) - \mathrm{Ci}(x/b))/\ln b` of
     :func:`integral_score` (dashed), with dotted vertical lines at the quarter period
     :math:`T_{d/2-1}/4` and at its limit :math:`\pi b/2`, and a marker at the smallest
@@ -1032,7 +1032,7 @@ def plot_windowed_mean(
         ax.plot(
             x,
             local,
-            label=f"local mean $\\bar g_h(x)$, window {2 * h + 1}",
+            label=f"local mean $\\bar g_w(x)$, window {2 * h + 1}",
             lw=2.6,
             **plotting.line_style(1),
         )
