@@ -13,7 +13,8 @@ What this module computes
   = d\,(\mathrm{Ci}(x) - \mathrm{Ci}(x/b))/\ln b`.
 * Other frequency schedules :math:`\theta_t` (:func:`schedule_theta`, :func:`schedule_score`,
   :func:`schedule_integral`, :func:`schedule_envelope`, :func:`envelope_crossover`), the
-  slowest period (:func:`quarter_period`), the gap between the sum and the integral
+  slowest period (:func:`quarter_period`), the local mean of the all-ones score
+  (:func:`windowed_mean_score`), the gap between the sum and the integral
   (:func:`undersampled_terms`, :func:`gap_rms`), the Monte Carlo
   expectation of the score for random queries and keys (:func:`monte_carlo_score`), and one
   plotting function per figure of the chapter (the diagonal-:math:`H` figure uses
@@ -80,6 +81,7 @@ __all__ = [
     "abel_bound",
     "periods",
     "quarter_period",
+    "windowed_mean_score",
     "integral_score",
     "undersampled_terms",
     "gap_rms",
@@ -92,6 +94,7 @@ __all__ = [
     "monte_carlo_score",
     "plot_counterexamples",
     "plot_ones_score",
+    "plot_windowed_mean",
     "plot_quarter_period",
     "plot_sum_vs_integral",
     "plot_schedules",
@@ -346,6 +349,72 @@ def quarter_period(d: int, base: float = 10000.0) -> float:
     d = check_dim(d)
     base = check_base(base)
     return float(0.5 * np.pi * np.exp((d - 2) / d * np.log(base)))
+
+
+def _default_half_width(d: int, base: float) -> int:
+    r""":math:`w = \lceil \pi b \ln b / d\rceil`: the window of :func:`windowed_mean_score`."""
+    return int(np.ceil(np.pi * base * np.log(base) / d))
+
+
+def windowed_mean_score(
+    distance: Any, d: int, base: float = 10000.0, half_width: int | None = None
+) -> np.ndarray | np.float64:
+    r"""Local mean of the all-ones score: :func:`ones_score` averaged over a centred window.
+
+    The window is a boxcar over the :math:`2w + 1` consecutive distances
+    :math:`x - w, \dots, x + w`. Since the mean of :math:`\cos((x + j)\theta)` over
+    :math:`j = -w, \dots, w` is :math:`D_w(\theta)\cos(x\theta)`,
+
+    .. math:: \bar g_w(x) = \frac{1}{2w+1}\sum_{j=-w}^{w} g(x + j)
+              = 2\sum_{i=0}^{d/2-1} D_w(\theta_i)\cos(x\theta_i), \qquad
+              D_w(\theta) = \frac{\sin\big((2w+1)\theta/2\big)}{(2w+1)\sin(\theta/2)},
+
+    which is how it is computed (one weighted sum of d/2 cosines per distance).
+
+    Width. The default is :math:`w = \lceil \pi b\ln b / d\rceil`, so that the window spans
+    :math:`2w + 1 \ge 2\pi b\ln b / d` distances. That is the longest period of a pair past
+    the Nyquist limit at distance :math:`\pi b/2` (:func:`undersampled_terms`: pair i is
+    undersampled at x when :math:`T_i < 4x\ln b/d`), the distance near which the local mean
+    turns (the limit of :func:`quarter_period` as :math:`d \to \infty`). Why: the
+    undersampled pairs are the aliasing noise of the sum; a pair whose period is at most the
+    window is damped to at most 0.23 of its size (:math:`|D_w|` at the first side lobe), while a
+    pair whose period is many windows long, such as the slowest ones that set the trend,
+    passes almost unchanged (:math:`D_w(\theta) \ge 1 - ((2w+1)\theta)^2/24`). The trend
+    itself varies on the scale of b, much longer than the window. ``half_width=0`` gives
+    :func:`ones_score`.
+
+    Parameters
+    ----------
+    distance : float or array_like
+        Centre(s) :math:`x` of the window; any finite real numbers of magnitude at most
+        ``MAX_POSITION`` (the window moves by whole steps from x). Even in x.
+    d : int
+        Head dimension, even, >= 2.
+    base : float
+        RoPE base :math:`b > 1`.
+    half_width : int or None
+        :math:`w \ge 0`, at most ``MAX_POSITION``; ``None`` for the default above.
+
+    Returns
+    -------
+    numpy.float64 or numpy.ndarray
+        Same shape as ``distance``.
+    """
+    freqs = theta(d, base)
+    d = 2 * freqs.size
+    base = check_base(base)
+    if half_width is None:
+        h = _default_half_width(d, base)
+    else:
+        h = check_positive_int(half_width, "half_width", minimum=0, maximum=MAX_POSITION)
+    width = 2.0 * h + 1.0
+    weights = np.sin(0.5 * width * freqs) / (width * np.sin(0.5 * freqs))
+    x = check_distance_array(distance, "distance")
+    flat = x.ravel()
+    out = np.empty(flat.shape)
+    for blk in _blocks(flat.size, freqs.size):
+        out[blk] = 2.0 * (np.cos(np.multiply.outer(flat[blk], freqs)) @ weights)
+    return _scalar_or_array(out.reshape(x.shape))
 
 
 # --------------------------------------------------------------------------------------------
@@ -920,6 +989,93 @@ def plot_ones_score(
         ax.set_title(f"d = {d}, base = {base:g}")
     handles = [*axes[0].get_legend_handles_labels()[0], *fig.axes[len(ds)].get_lines()]
     fig.legend(handles=handles, loc="outside lower center", ncols=2)
+    return fig
+
+
+def plot_windowed_mean(
+    d: int = 256,
+    base: float = 10000.0,
+    max_distance: int = 40_000,
+    half_width: int | None = None,
+):
+    r"""Figure: the all-ones score, its local mean and the continuum score, two panels.
+
+    For integer distances 0..max_distance: :func:`ones_score` :math:`g(x)` (thin), the
+    windowed mean :math:`\bar g_w(x)` of :func:`windowed_mean_score` (thick, ``half_width``
+    as there) and the continuum score :math:`d\,(\mathrm{Ci}(x) - \mathrm{Ci}(x/b))/\ln b` of
+    :func:`integral_score` (dashed), with dotted vertical lines at the quarter period
+    :math:`T_{d/2-1}/4` and at its limit :math:`\pi b/2`, and a marker at the smallest
+    windowed mean. Top panel: the whole range of the score; bottom panel: the same curves
+    with the vertical axis zoomed on the trough of the local mean.
+
+    ``max_distance`` is at most ``MAX_FIGURE_POINTS - 1`` and ``(max_distance + 1) * d/2`` at
+    most ``MAX_ELEMENTS``; ``half_width`` is ``None`` or an integer in [0, ``MAX_POSITION``].
+    """
+    d = check_dim(d)
+    base = check_base(base)
+    if half_width is None:
+        h = _default_half_width(d, base)
+    else:
+        h = check_positive_int(half_width, "half_width", minimum=0, maximum=MAX_POSITION)
+    x = _grid_distances(max_distance, d)
+    g = ones_score(x, d, base)
+    local = windowed_mean_score(x, d, base, h)
+    continuum = integral_score(x, d, base)
+    i_min = int(np.argmin(local))
+    marks = [
+        (quarter_period(d, base), r"$T_{d/2-1}/4$"),
+        (0.5 * np.pi * base, r"$\pi b/2$"),
+    ]
+    fig, axes = plotting.new_figure(nrows=2, width=7.0, height=5.8, sharex=True)
+    for ax in axes:
+        ax.plot(x, g, label="$g(x)$", lw=0.4, alpha=0.6, **plotting.line_style(0))
+        ax.plot(
+            x,
+            local,
+            label=f"local mean $\\bar g_w(x)$, window {2 * h + 1}",
+            lw=2.6,
+            **plotting.line_style(1),
+        )
+        ax.plot(  # drawn last: it runs under the local mean from x ~ 2000 on
+            x,
+            continuum,
+            label=r"continuum $d\,\mathrm{Re}\int_0^1 e^{ixb^{-t}}dt$",
+            lw=1.1,
+            color="black",
+            linestyle="--",
+        )
+        ax.axhline(0.0, color="0.5", lw=0.8)
+        for k, (pos, label) in enumerate(marks):
+            if pos <= x[-1]:
+                ax.axvline(pos, color="0.3", lw=1, linestyle=":")
+                if ax is axes[0]:
+                    ax.annotate(
+                        label,
+                        (pos, 0.97 - 0.12 * k),
+                        xycoords=("data", "axes fraction"),
+                        ha="left" if k == 1 else "right",
+                        va="top",
+                        fontsize=9,
+                        backgroundcolor="white",
+                    )
+        ax.set_ylabel("score")
+    axes[1].plot(x[i_min], local[i_min], "o", color="black", ms=5, zorder=5)
+    axes[1].annotate(
+        f"smallest local mean {local[i_min]:.1f} at $x = {x[i_min]}$",
+        (x[i_min], local[i_min]),
+        xytext=(0, -18),
+        textcoords="offset points",
+        ha="center",
+        va="top",
+        fontsize=9,
+        backgroundcolor="white",
+    )
+    depth = max(4.0 * abs(float(local.min())), 1.0)
+    axes[1].set_ylim(-depth, depth)
+    axes[0].set_title(f"All-ones score and its local mean, d = {d}, base = {base:g}")
+    axes[1].set_title("the same, vertical axis zoomed on the trough", fontsize=10)
+    axes[1].set_xlabel("relative distance $x$")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=3)
     return fig
 
 

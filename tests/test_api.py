@@ -386,6 +386,7 @@ CONTRACTS: dict[str, Contract] = {
     "abel_bound": C({"q": _x(8), "k": _x(8), "distance": [0, 1, 2]}, q="array", k="array"),
     "periods": C({"d": 8}),
     "quarter_period": C({"d": 8}),
+    "windowed_mean_score": C({"distance": [0, 1, 2], "d": 8}, half_width="count0"),
     "integral_score": C({"distance": [1.0, 2.0], "d": 8}),
     "undersampled_terms": C({"distance": [1.0, 2.0], "d": 8}),
     "gap_rms": C({"windows": [(100, 200)], "d": 8}, windows="other"),
@@ -398,6 +399,9 @@ CONTRACTS: dict[str, Contract] = {
     "monte_carlo_score": C({"distance": [0, 1, 2], "d": 8, "n_samples": 16}),
     "plot_counterexamples": C({"d": 8, "max_distance": 8}, max_distance="count"),
     "plot_ones_score": C({"ds": (4, 8), "max_distance": 16}, ds="other", max_distance="count"),
+    "plot_windowed_mean": C(
+        {"d": 8, "max_distance": 16}, max_distance="count", half_width="count0"
+    ),
     "plot_quarter_period": C({"ds": (4, 8)}, ds="other"),
     "plot_sum_vs_integral": C({"d": 8, "max_distance": 64}, max_distance="count"),
     "plot_schedules": C({"d": 8, "n_points": 16, "long_max": 100.0}, schedules="other"),
@@ -605,6 +609,8 @@ ALLOWED: dict[tuple[str, str], list[Any]] = {
     ("attention_output_model", "readout"): [None],
     ("plot_inner_products", "max_distance"): [None],
     ("plot_ones_score", "max_distance"): [None],
+    ("windowed_mean_score", "half_width"): [None],
+    ("plot_windowed_mean", "half_width"): [None],
     ("plot_similarity_margin", "max_distance"): [None],
     ("scaled_theta", "original_context"): [None],
     ("scaled_margin", "original_context"): [None],

@@ -218,6 +218,100 @@ def test_periods_and_quarter_period():
     assert decay.quarter_period(4) == pytest.approx(np.pi / 2 * 100)
 
 
+# ---------------------------------------------------------------------------------- local mean
+def direct_window_mean(x, d, h, base=10000.0):
+    """Mean of g over the 2h + 1 distances x - h .. x + h, each g a float64 cosine sum."""
+    ys = x + np.arange(-h, h + 1, dtype=float)
+    return float(np.mean(2.0 * np.cos(np.multiply.outer(ys, f64_theta(d, base))).sum(axis=1)))
+
+
+@pytest.mark.parametrize("d", [2, 16, 128, 256])
+@pytest.mark.parametrize("h", [0, 1, 7, 400])
+@pytest.mark.parametrize("x", [0, 3, 250.5, -1234, 14617, 99_999])
+def test_windowed_mean_score_matches_a_direct_window_sum(d, h, x):
+    got = decay.windowed_mean_score(x, d, half_width=h)
+    assert got == pytest.approx(direct_window_mean(x, d, h), abs=1e-9)
+
+
+def test_windowed_mean_score_matches_mpmath():
+    for d, h, x, base in [(8, 5, 123.25, 1e4), (16, 20, 3000, 500.0)]:
+        expected = mp.fsum(mp_ones(x + j, d, base) for j in range(-h, h + 1)) / (2 * h + 1)
+        got = decay.windowed_mean_score(x, d, base, half_width=h)
+        assert got == pytest.approx(float(expected), abs=1e-10)
+
+
+def test_windowed_mean_score_default_window_and_special_cases():
+    x = np.array([0.0, 500.0, 14617.0, 20_000.0])
+    for d, base in [(256, 1e4), (128, 1e4), (64, 5e5)]:
+        h = int(np.ceil(np.pi * base * np.log(base) / d))
+        # the window spans the longest undersampled period at pi b / 2, 4 (pi b / 2) ln b / d
+        assert 2 * h - 2 < 2 * np.pi * base * np.log(base) / d <= 2 * h
+        np.testing.assert_array_equal(
+            decay.windowed_mean_score(x, d, base), decay.windowed_mean_score(x, d, base, h)
+        )
+    np.testing.assert_allclose(
+        decay.windowed_mean_score(x, 128, half_width=0), decay.ones_score(x, 128), atol=1e-10
+    )
+    assert np.ndim(decay.windowed_mean_score(7, 16)) == 0
+    assert decay.windowed_mean_score(x.reshape(2, 2), 16).shape == (2, 2)
+    np.testing.assert_allclose(
+        decay.windowed_mean_score(-x, 64, half_width=33),
+        decay.windowed_mean_score(x, 64, half_width=33),
+        atol=1e-12,
+    )
+    for bad, exc in [(-1, ValueError), (2.5, TypeError), (True, TypeError), (2**40, ValueError)]:
+        with pytest.raises(exc, match="half_width"):
+            decay.windowed_mean_score(1.0, 8, half_width=bad)
+
+
+@given(
+    width=st.integers(1, 20_001).filter(lambda w: w % 2 == 1),
+    theta=st.floats(1e-6, 1.0),
+)
+def test_window_weight_bounds_of_the_docstring(width, theta):
+    # the mean of cos(j theta) over j = -h..h, summed directly
+    h = (width - 1) // 2
+    weight = np.mean(np.cos(theta * np.arange(-h, h + 1)))
+    assert weight >= 1 - (width * theta) ** 2 / 24 - 1e-12
+    if theta >= 2 * np.pi / width:  # period at most the window: damped
+        assert abs(weight) <= 0.23
+
+
+def test_local_mean_of_ones_score_bottoms_out_near_the_quarter_period():
+    # d = 256, base 1e4: the score itself crosses zero early and dips to about -48 before the
+    # quarter period; its local mean falls to about -13 there and is smallest near it, close
+    # to the continuum score, whose trend -d Ci(x/b)/ln b is smallest at pi b/2.
+    # Independent route: g summed directly in float64, windows by cumulative sums.
+    d, b = 256, 1e4
+    x = np.arange(0, 40_001, dtype=float)
+    g = np.concatenate(
+        [
+            2 * np.cos(np.multiply.outer(x[s : s + 5000], f64_theta(d))).sum(axis=1)
+            for s in range(0, x.size, 5000)
+        ]
+    )
+    q = decay.quarter_period(d)
+    assert np.argmax(g < 0) < q / 4 and g[: int(q) + 1].min() < -45
+    h = int(np.ceil(np.pi * b * np.log(b) / d))
+    sums = np.concatenate([[0.0], np.cumsum(g)])
+    centres = np.arange(h, x.size - h)
+    local = (sums[centres + h + 1] - sums[centres - h]) / (2 * h + 1)
+    np.testing.assert_allclose(decay.windowed_mean_score(centres[::97], d), local[::97], atol=1e-7)
+    at_q = local[int(round(q)) - h]
+    assert -15 < at_q < -10
+    smallest = centres[np.argmin(local)]
+    assert 0.85 * q < smallest < 1.25 * q
+    # the local mean follows the continuum score away from the start
+    far = (centres >= 3000) & (centres <= 36_000)
+    continuum = [float(d * (mp.ci(v) - mp.ci(v / b)) / mp.log(b)) for v in centres[far][::500]]
+    np.testing.assert_allclose(local[far][::500], continuum, atol=3.0)
+    # the continuum trend -d Ci(x/b)/ln b is smallest at x = pi b / 2 (Ci'(u) = cos(u)/u)
+    trend = lambda v: -d * mp.ci(v / b) / mp.log(b)  # noqa: E731
+    at = mp.pi * b / 2
+    assert trend(at) < trend(at * 0.99) and trend(at) < trend(at * 1.01)
+    assert float(trend(at)) == pytest.approx(-13.119, abs=1e-3)
+
+
 # ---------------------------------------------------------------------------------- integral
 @pytest.mark.parametrize("x", [0.0, 1e-6, 0.3, 1.0, 17.0, 250.0, 1234.5])
 @pytest.mark.parametrize("base", [10.0, 1000.0, 10000.0])
@@ -493,6 +587,34 @@ def test_plot_ones_score_panels_and_quarter_marker():
     plt.close(fig)
 
 
+def test_plot_windowed_mean_curves_markers_and_arguments():
+    d, base, top = 16, 1000.0, 2000
+    fig = decay.plot_windowed_mean(d=d, base=base, max_distance=top, half_width=40)
+    assert len(fig.axes) == 2
+    x = np.arange(top + 1)
+    g_line, local_line, continuum_line = _lines(fig.axes[0])[:3]
+    assert g_line.get_ydata()[321] == pytest.approx(mp_ones(321, d, base), abs=1e-10)
+    assert local_line.get_ydata()[700] == pytest.approx(
+        direct_window_mean(700, d, 40, base), abs=1e-9
+    )
+    assert continuum_line.get_ydata()[1500] == pytest.approx(
+        float(d * (mp.ci(1500) - mp.ci(1500 / base)) / mp.log(base)), abs=1e-9
+    )
+    np.testing.assert_array_equal(local_line.get_xdata(), x)
+    verticals = sorted(
+        ln.get_xdata()[0] for ln in fig.axes[0].get_lines() if len(set(ln.get_xdata())) == 1
+    )
+    assert verticals == pytest.approx([np.pi / 2 * base ** (14 / 16), np.pi / 2 * base])
+    marker = [ln for ln in fig.axes[1].get_lines() if ln.get_marker() == "o"][0]
+    local = local_line.get_ydata()
+    assert marker.get_xdata()[0] == np.argmin(local)
+    assert marker.get_ydata()[0] == pytest.approx(local.min())
+    assert fig.axes[1].get_xlabel() == "relative distance $x$" and fig.legends
+    plt.close(fig)
+    with pytest.raises(ValueError, match="half_width"):
+        decay.plot_windowed_mean(d=8, max_distance=16, half_width=-1)
+
+
 def test_plot_quarter_period():
     fig = decay.plot_quarter_period(ds=(4, 128, 4096))
     line = fig.axes[0].get_lines()[0]
@@ -639,6 +761,7 @@ DISTANCE_CALLS = {
     "roformer_bound": lambda x: decay.roformer_bound(x, 8),
     "abel_bound": lambda x: decay.abel_bound(np.ones(8), np.ones(8), x),
     "integral_score": lambda x: decay.integral_score(x, 8),
+    "windowed_mean_score": lambda x: decay.windowed_mean_score(x, 8),
     "undersampled_terms": lambda x: decay.undersampled_terms(x, 8),
     "schedule_score": lambda x: decay.schedule_score(x, 8, "t^2"),
     "schedule_integral": lambda x: decay.schedule_integral(x, "t^2"),
@@ -790,6 +913,7 @@ def test_gap_rms_accepts_numpy_integer_windows():
     [
         decay.plot_counterexamples,
         decay.plot_ones_score,
+        decay.plot_windowed_mean,
         decay.plot_sum_vs_integral,
         decay.plot_roformer_bound,
         decay.plot_monte_carlo,
