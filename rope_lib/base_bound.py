@@ -8,8 +8,9 @@ What this module computes
 * :func:`max_context`: the horizon of a base, the first :math:`m \ge 0` with :math:`B_m < 0`.
 * :func:`min_base`: the smallest base with :math:`B_m \ge 0` for every integer
   :math:`0 \le m < L`, found by a *certified* sweep (below); :func:`min_base_search` returns the
-  same base with the evidence (steps, scans, uncertified gaps), and :func:`min_base_table`
-  the table of the chapter, read from a JSON cache keyed on this module's source.
+  same base with the evidence (steps, scans, uncertified gaps, and the cost of the cold
+  computation), and :func:`min_base_table` the table of the chapter, read from a JSON cache
+  keyed on the files of :data:`TABLE_SOURCE_FILES`.
 * :func:`similarity_gap_monte_carlo`: a Monte Carlo estimate of
   :math:`\delta_m/(2\sigma^2)` with confidence intervals, for equal or unequal means.
 * :func:`base_is_feasible` (is :math:`B_m \ge 0` for every :math:`m < L`?) and
@@ -26,23 +27,25 @@ Why a certified sweep
 The set of feasible bases :math:`\{b : B_m(b) \ge 0\ \forall m < L\}` is *not* an interval:
 it has narrow windows. Bisection assumes monotonicity and can return a wrong base; a grid
 can step over a window. Work in :math:`u = \ln b`, so :math:`\theta_i = e^{-t_i u}` with
-:math:`t_i = 2i/d`. With :math:`x_i = m\theta_i` and :math:`g_i = t_i x_i`,
+:math:`t_i = 2i/d`, and write :math:`F_m(u) = B_m(e^u)` for the margin as a function of
+:math:`u` (:math:`B_m(b)` keeps the base as its argument). With the angles
+:math:`\alpha_i = m\theta_i` and :math:`g_i = t_i \alpha_i`,
 
-.. math:: \frac{dB_m}{du} = \sum_i g_i \sin x_i, \qquad
-          \Bigl|\frac{d^2B_m}{du^2}\Bigr| = \Bigl|\sum_i g_i^2\cos x_i + t_i g_i\sin x_i\Bigr|
-          \le \sum_i g_i^2 + t_i g_i =: M_m(u),
+.. math:: F_m'(u) = \sum_i g_i \sin \alpha_i, \qquad
+          |F_m''(u)| = \Bigl|\sum_i g_i^2\cos \alpha_i + t_i g_i\sin \alpha_i\Bigr|
+          \le \sum_i g_i^2 + t_i g_i =: K_m(u),
 
-and :math:`M_m` decreases in :math:`u` (every :math:`g_i` does). Hence for :math:`h \ge 0`
+and :math:`K_m` decreases in :math:`u` (every :math:`g_i` does). Hence for :math:`h \ge 0`
 
-.. math:: B_m(u + h) \le B_m(u) + B_m'(u)\,h + \tfrac12 M_m(u)\,h^2 .
+.. math:: F_m(u + h) \le F_m(u) + F_m'(u)\,h + \tfrac12 K_m(u)\,h^2 .
 
-If :math:`B_m(u) < 0`, the right side stays negative on :math:`[u, u + h^*)` with :math:`h^*`
+If :math:`F_m(u) < 0`, the right side stays negative on :math:`[u, u + h^*)` with :math:`h^*`
 its positive root: every base in :math:`[e^u, e^{u+h^*})` is *proven* infeasible (distance
 :math:`m` fails). The sweep starts at a proven lower bound (:math:`u = 0`, or the answer for a
 shorter context, since feasibility for :math:`L` implies feasibility for every shorter
 length), and repeatedly steps by the longest certified :math:`h^*` over the failing distances.
 Failing distances are found by a full scan of all :math:`m < L` (one complex matrix product,
-below) and then *tracked*: a negative region of :math:`B` in the :math:`(m, u)` plane drifts
+below) and then *tracked*: a negative region of :math:`F` in the :math:`(m, u)` plane drifts
 slowly in :math:`m`, so the failing distances at the next point are looked for in small windows
 around the current ones, and a full scan is made only when tracking stops paying.
 Where every failing distance is about to turn positive (the certified step shrinks below
@@ -61,12 +64,13 @@ the returned base exceeds it by a relative :math:`10^{-9}` at most: far inside t
 
 Fast exact evaluation at one base
 ---------------------------------
-For :math:`m = aK + c` with :math:`0 \le c < K`:
-:math:`\sum_i e^{\mathrm i m\theta_i} = \sum_i e^{\mathrm i aK\theta_i} e^{\mathrm i c\theta_i}`,
-the :math:`(a, c)` entry of a complex matrix product :math:`(A \times d/2)(d/2 \times K)`.
+For :math:`m = a\Delta + c` with :math:`0 \le c < \Delta` (a block width :math:`\Delta`):
+:math:`\sum_i e^{\mathrm i m\theta_i} = \sum_i e^{\mathrm i a\Delta\theta_i}
+e^{\mathrm i c\theta_i}`, the :math:`(a, c)` entry of a complex matrix product
+:math:`(A \times d/2)(d/2 \times \Delta)`.
 Only the rounding of each phase differs from the direct sum (error :math:`\approx 10^{-10}` at
-:math:`m = 10^6`), and the weighted product with :math:`t_i\theta_i` gives :math:`B_m'` at the
-same cost. The public :func:`similarity_margin` uses :func:`rope_lib.decay.ones_score`, which
+:math:`m = 10^6`), and the weighted product with :math:`t_i\theta_i` gives :math:`F_m'(u)` at
+the same cost. The public :func:`similarity_margin` uses :func:`rope_lib.decay.ones_score`, which
 implements the same trick.
 """
 
@@ -75,6 +79,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,6 +166,12 @@ _U_MAX = math.log(1e300)
 #: Largest number of angles one block of the direct cosine sums holds (32 MiB of float64).
 _BLOCK_TERMS = 1 << 22
 _CACHE = Path(__file__).with_name("data") / "min_base_table.json"
+#: The files of ``rope_lib`` the cache ``rope_lib/data/min_base_table.json`` is keyed on (a
+#: SHA-256 of exactly these): the two whose code computes :func:`min_base_table` (this module
+#: and ``_validate.py``; ``tests/test_base_bound.py`` checks that computing the table runs no
+#: other file of the package) and ``frequencies.py``, which defines :math:`\theta_i` for the
+#: package, so that a change to the frequencies also recomputes the table.
+TABLE_SOURCE_FILES: tuple[str, ...] = ("base_bound.py", "frequencies.py", "_validate.py")
 #: The lengths of the shipped table (``min_base_table()``): the only call that writes the cache.
 _DEFAULT_LOG2_LENGTHS = tuple(range(10, 21))
 
@@ -263,7 +274,10 @@ def similarity_margin(m: Any, d: int, base: float = 10000.0) -> np.ndarray | np.
     .. math:: B_m = \sum_{i=0}^{d/2-1} \cos(m\theta_i), \qquad \theta_i = b^{-2i/d},
 
     which equals :math:`\delta_m / (2\sigma^2)`, the expected advantage of a key similar to the
-    query over a random key at relative distance :math:`m` (chapter ``base-bound``).
+    query over a random key at relative distance :math:`m`, when queries have covariance
+    :math:`\sigma^2 I` and the means leave no remainder: pair by pair, the query's mean is
+    zero or equals the key's (chapter ``base-bound``; :func:`similarity_gap_expected` gives
+    the general case).
 
     Parameters
     ----------
@@ -310,7 +324,7 @@ class _Terms:
         self.t = 2.0 * np.arange(self.n) / d
         self.th = np.exp(-self.t * u)
         self.w = self.t * self.th  # weights of the derivative
-        # M_m = m^2 S2 + m S1 bounds |B''| from u on.
+        # K_m(u) = m^2 S2 + m S1 bounds |F_m''| from u on.
         self.s2 = float(np.sum((self.t * self.th) ** 2)) * (1 + 1e-12)
         self.s1 = float(np.sum(self.t**2 * self.th)) * (1 + 1e-12)
         self.sd = float(np.sum(self.w)) + float(np.sum(self.t * self.th**2))
@@ -323,12 +337,13 @@ class _Terms:
 
 
 def _table(terms: _Terms, rows: np.ndarray, cols: np.ndarray, deriv: bool):
-    r"""B (and B') at m = rows[:, None] + cols[None, :] via one real matrix product.
+    r"""B_m (and F_m'(u)) at m = rows[:, None] + cols[None, :] via one real matrix product.
 
-    With :math:`\alpha = r\theta_i`, :math:`\gamma = c\theta_i`:
-    :math:`\cos(\alpha+\gamma) = \cos\alpha\cos\gamma - \sin\alpha\sin\gamma` and
-    :math:`\sin(\alpha+\gamma) = \sin\alpha\cos\gamma + \cos\alpha\sin\gamma`, summed
-    over i with weights 1 (for B) and :math:`t_i\theta_i` (for B'/m).
+    With the angles :math:`\alpha_i = r\theta_i` of a row and :math:`\alpha_i' = c\theta_i`
+    of a column: :math:`\cos(\alpha_i+\alpha_i') = \cos\alpha_i\cos\alpha_i' -
+    \sin\alpha_i\sin\alpha_i'` and :math:`\sin(\alpha_i+\alpha_i') = \sin\alpha_i\cos
+    \alpha_i' + \cos\alpha_i\sin\alpha_i'`, summed over i with weights 1 (for B_m) and
+    :math:`t_i\theta_i` (for F_m'/m).
     """
     ra = np.multiply.outer(rows.astype(np.float64), terms.th)
     ca = np.multiply.outer(terms.th, cols.astype(np.float64))
@@ -348,7 +363,7 @@ def _table(terms: _Terms, rows: np.ndarray, cols: np.ndarray, deriv: bool):
 
 
 def _scan(terms: _Terms, start: int, stop: int, deriv: bool):
-    """B_m (and B'_m) for every integer start <= m < stop."""
+    """B_m (and F_m'(u)) for every integer start <= m < stop."""
     span = stop - start
     k = 1 << max(4, math.ceil(math.log2(max(span, 2)) / 2))
     a = -(-span // k)
@@ -485,7 +500,17 @@ class BaseSearch:
         Certified steps taken and full scans of all m < L made, over the whole chain of
         sweeps that led here (shorter lengths first).
     min_margin : float
-        :math:`\\min_{m<L} B_m` at the returned base (>= 0).
+        :math:`\\min_{m<L} B_m` at the returned base (>= 0; zero up to the last uncertified
+        leap, since the sweep stops just past the base where a distance reaches
+        :math:`B_m = 0`).
+    seconds : float
+        CPU time of the process (``time.process_time``) spent in the sweeps of that chain,
+        each measured when it ran (from the proven lower bound it started at), summed: the
+        cost of a *cold* computation, not inflated by other processes sharing the machine.
+        A memoised result keeps the seconds of the computation that made it, so this is
+        never the time of a cache look-up.
+    work : int
+        Steps of the budget (see :func:`min_base_search`) the sweeps of that chain used.
     """
 
     base: float
@@ -496,6 +521,8 @@ class BaseSearch:
     n_steps: int = 0
     n_scans: int = 0
     min_margin: float = 0.0
+    seconds: float = 0.0
+    work: int = 0
 
 
 _SWEEPS: dict[int, dict[int, BaseSearch]] = {}
@@ -578,7 +605,8 @@ def min_base_search(
     ``[result.start, result.base)`` is proven infeasible except inside ``result.gaps`` (each
     of relative width <= 1e-9). ``result.start`` is 1 for a fresh chain. When the budget
     ``max_steps`` runs out, a ``ValueError`` is raised instead of returning a base that
-    might not be the smallest.
+    might not be the smallest. ``result.seconds`` and ``result.work`` give the cost of the
+    sweeps of the chain as they ran, also when the result comes from the memo.
 
     Parameters
     ----------
@@ -621,23 +649,32 @@ def min_base_search(
         ) from None
 
 
-def _search_checked(length: int, d: int, budget: list[int], max_steps: int) -> BaseSearch:
+def _search_checked(
+    length: int, d: int, budget: list[int], max_steps: int, memo: dict | None = None
+) -> BaseSearch:
     """min_base_search for checked arguments with a shared ``budget`` (for the table)."""
     if length <= 2:
         return BaseSearch(base=1.0, context_length=length, d=d, start=1.0)
     if d == 2:
         raise ValueError(f"d = 2: no base satisfies the bound for context_length = {length}")
     try:
-        return _search(length, d, budget)
+        return _search(length, d, budget, memo)
     except _OutOfSteps:
         raise _budget_error(
             f"the certified sweep of min_base for context_length = {length}, d = {d}", max_steps
         ) from None
 
 
-def _search(length: int, d: int, budget: list[int]) -> BaseSearch:
-    """min_base_search for checked arguments, L >= 3 and d >= 4, sharing ``budget``."""
-    done = _SWEEPS.setdefault(d, {})
+def _search(
+    length: int, d: int, budget: list[int], memo: dict[int, BaseSearch] | None = None
+) -> BaseSearch:
+    """min_base_search for checked arguments, L >= 3 and d >= 4, sharing ``budget``.
+
+    ``memo`` holds the chain of results for this ``d`` (default: the module's memo
+    ``_SWEEPS[d]``); :func:`min_base_table` passes a fresh one so that its rows are
+    computed, and timed, from scratch.
+    """
+    done = _SWEEPS.setdefault(d, {}) if memo is None else memo
     if length in done:
         return done[length]
     shorter = [k for k in done if k < length]
@@ -648,9 +685,11 @@ def _search(length: int, d: int, budget: list[int]) -> BaseSearch:
     # Go through the powers of two in between, so that every call shares one chain.
     p = 1 << (prev.context_length.bit_length())
     while p < length:
-        prev = _search(p, d, budget)
+        prev = _search(p, d, budget, done)
         p <<= 1
+    left, t0 = budget[0], time.process_time()
     u, gaps, steps, scans, margin = _sweep(length, d, math.log(prev.base), budget)
+    seconds, work = time.process_time() - t0, left - budget[0]
     result = BaseSearch(
         base=math.exp(u),
         context_length=length,
@@ -660,6 +699,8 @@ def _search(length: int, d: int, budget: list[int]) -> BaseSearch:
         n_steps=prev.n_steps + steps,
         n_scans=prev.n_scans + scans,
         min_margin=margin,
+        seconds=prev.seconds + seconds,
+        work=prev.work + work,
     )
     done[length] = result
     return result
@@ -675,6 +716,14 @@ def min_base(context_length: int, d: int = 128, *, max_steps: int = DEFAULT_MAX_
     the module docstring and :func:`min_base_search` for the certified sweep and exactly what
     it guarantees (returned base verified feasible; every smaller base proven infeasible except
     in gaps of relative width <= 1e-9; relative precision far better than 1e-4).
+
+    The criterion is :math:`B_m \ge 0`, as in Men et al. (2024). Each :math:`B_m(b)` is
+    continuous in :math:`b`, so for :math:`L \ge 3` the feasible set is closed and this is a
+    minimum: at it some distance :math:`m < L` has :math:`B_m = 0`. Under the strict criterion
+    :math:`B_m > 0` the same number is an infimum that is not attained. The sweep ends one
+    uncertified leap (a relative 1e-9) past the base where its last failing distance reaches
+    :math:`B_m = 0`, so the returned base has :math:`\min_m B_m` close to 0
+    (``min_base_search(...).min_margin``).
 
     Parameters
     ----------
@@ -699,10 +748,10 @@ def min_base(context_length: int, d: int = 128, *, max_steps: int = DEFAULT_MAX_
 # the table of the chapter, cached on the source
 # --------------------------------------------------------------------------------------------
 def _source_key() -> str:
-    """Hash of the source files the table depends on (this module, frequencies, checks)."""
+    """SHA-256 of the files of :data:`TABLE_SOURCE_FILES` (see there which and why)."""
     here = Path(__file__).parent
     digest = hashlib.sha256()
-    for name in ("base_bound.py", "frequencies.py", "_validate.py"):
+    for name in TABLE_SOURCE_FILES:
         digest.update((here / name).read_bytes())
     return digest.hexdigest()
 
@@ -712,11 +761,13 @@ def _round2(value: float) -> float:
     return float(f"{value:.1e}")
 
 
-def _checks(k: int, base: float, d: int, budget: list[int], max_steps: int) -> dict:
+def _checks(
+    k: int, base: float, d: int, budget: list[int], max_steps: int, memo: dict | None = None
+) -> dict:
     """The comparison columns of the chapter's table for L = 2^k."""
     length = 1 << k
     out = {
-        "base_m_le_L": _search_checked(length + 1, d, budget, max_steps).base,
+        "base_m_le_L": _search_checked(length + 1, d, budget, max_steps, memo).base,
         "round2": _round2(base),
         "round2_ok": _feasible(_round2(base), length, d),
         "grid2": _grid_min_base(length, d, 2, 100.0, True, budget, max_steps),
@@ -738,18 +789,26 @@ def min_base_table(
 ) -> list[dict]:
     r"""The chapter's table: :func:`min_base` for :math:`L = 2^k` and the checks beside it.
 
-    Each row holds ``L``, ``base`` (:func:`min_base`), the sweep's ``n_steps``, ``n_scans``,
-    ``n_gaps`` (cumulative over the chain of shorter lengths), ``seconds`` (spent on this row
-    after the shorter ones), ``base_m_le_L``
+    Each row holds ``L``, ``base`` (:func:`min_base`), and the evidence of the sweep, all
+    cumulative over the chain of sweeps that led to it (from :math:`b = 1` through the shorter
+    rows and their ``m <= L`` variants): ``n_steps``, ``n_scans``, ``n_gaps``, ``work``
+    (steps of budget) and ``seconds`` (CPU time of those sweeps: the cost of a cold
+    computation, see :attr:`BaseSearch.seconds`); then ``base_m_le_L``
     (the minimum under the criterion :math:`m \le L`, i.e. ``min_base(L + 1)``),
     ``round2`` / ``round2_ok`` (``base`` rounded to two digits and whether that is feasible),
     ``grid2`` (the first feasible base of the two-digit grid, :func:`grid_min_base` with
     ``exact=True``) and, for ``d = 128`` and the published lengths, ``paper``, ``su``
     (:data:`PUBLISHED_MIN_BASE`) with their horizons and feasibility.
 
+    The rows this call computes are computed on a chain of its own, started afresh at
+    :math:`b = 1` whatever :func:`min_base` has memoised in the process, so their evidence and
+    seconds describe a cold computation; the results are then shared with the memo of
+    :func:`min_base`.
+
     The sweep for the whole default table (:math:`L = 2^{10} \dots 2^{20}`, ``d = 128``) takes
     tens of seconds, so the rows are stored in ``rope_lib/data/min_base_table.json`` together
-    with a SHA-256 of this module, ``frequencies.py`` and ``_validate.py``. The cache is read
+    with a SHA-256 of the files of :data:`TABLE_SOURCE_FILES` (this module,
+    ``frequencies.py`` and ``_validate.py``). The cache is read
     only when that key and ``d`` match and every requested length is present; otherwise the
     rows are recomputed. The file is rewritten only by the default call (``d = 128`` and
     exactly the default lengths, ``use_cache=True``) when it is stale, so no call with other
@@ -771,8 +830,6 @@ def min_base_table(
         :data:`TABLE_MAX_STEPS`, what the shipped table needs from scratch (about a minute:
         it is computed once and cached). Past it a ``ValueError`` asks for a larger one.
     """
-    import time
-
     d = check_dim(d)
     use_cache = check_flag(use_cache, "use_cache")
     max_steps = _check_steps(max_steps)
@@ -799,20 +856,24 @@ def min_base_table(
         return [cached[str(k)] for k in ks]
     rows = dict(cached)
     budget = [max_steps]
+    chain: dict[int, BaseSearch] = {}  # a fresh chain: rows computed (and timed) cold
     for k in sorted(ks):
         if str(k) in rows:
             continue
-        t0 = time.perf_counter()
-        res = _search_checked(1 << k, d, budget, max_steps)
+        res = _search_checked(1 << k, d, budget, max_steps, chain)
         rows[str(k)] = {
             "L": 1 << k,
             "base": res.base,
             "n_steps": res.n_steps,
             "n_scans": res.n_scans,
             "n_gaps": len(res.gaps),
-            "seconds": time.perf_counter() - t0,
+            "work": res.work,
+            "seconds": res.seconds,
         }
-        rows[str(k)].update(_checks(k, res.base, d, budget, max_steps))
+        rows[str(k)].update(_checks(k, res.base, d, budget, max_steps, chain))
+    memo = _SWEEPS.setdefault(d, {})
+    for length, result in chain.items():
+        memo.setdefault(length, result)
     if use_cache and d == 128 and sorted(set(ks)) == list(_DEFAULT_LOG2_LENGTHS):
         shipped = {str(k): rows[str(k)] for k in _DEFAULT_LOG2_LENGTHS}
         try:
@@ -1081,15 +1142,16 @@ def su_min_base(
 ) -> float:
     r"""Su's published coarse-to-fine search for the smallest base (Su 2024, archive 10122).
 
-    Start from :math:`B = 1000\,L` (feasible for every :math:`L \le 10^6`, d = 128). For
-    :math:`k = 1, \dots, 5`: divide :math:`[0, B]` into :math:`10^k` equal parts, take the
-    *first* division point :math:`b = jB/10^k` (j = 1, 2, ...) at which
-    :math:`\min_{0 \le m < L} \sum_i \cos(m\, b^{-2i/d}) \ge 0`, and set :math:`B = b`.
-    Return the final B.
+    Start from the upper end :math:`\bar b = 1000\,L` (feasible for every
+    :math:`L \le 10^6`, d = 128; Su calls it B, a name this book keeps for the margin
+    :math:`B_m`). For :math:`k = 1, \dots, 5`: divide :math:`[0, \bar b]` into :math:`10^k`
+    equal parts, take the *first* division point :math:`b = j\bar b/10^k` (j = 1, 2, ...) at
+    which :math:`\min_{0 \le m < L} \sum_i \cos(m\, b^{-2i/d}) \ge 0`, and set
+    :math:`\bar b = b`. Return the final :math:`\bar b`.
 
-    Each level searches all of :math:`[0, B]` again, so a window missed by a coarse level
+    Each level searches all of :math:`[0, \bar b]` again, so a window missed by a coarse level
     is found by a finer one if it is wider than the final spacing
-    :math:`B/10^5`: the result is the first feasible point of a grid of relative
+    :math:`\bar b/10^5`: the result is the first feasible point of a grid of relative
     spacing about :math:`10^{-5}`. The check is Su's direct cosine sum, in ``dtype``
     (his JAX code runs in float32 unless 64-bit mode is enabled); here the points are
     visited in order with the early exit of :func:`_first_passing`, which gives the same
@@ -1106,8 +1168,8 @@ def su_min_base(
         Number of refinements (5 in Su's code), at most 7 (level k builds a grid of
         :math:`10^k` bases).
     start_factor : float
-        :math:`B = ` ``start_factor`` :math:`\cdot L` at the start (1000); > 0, with
-        :math:`1 < B \le 10^{300}`.
+        :math:`\bar b = ` ``start_factor`` :math:`\cdot L` at the start (1000); > 0, with
+        :math:`1 < \bar b \le 10^{300}`.
     dtype : numpy float type
         ``np.float64`` (default) or ``np.float32``.
     max_steps : int
@@ -1135,8 +1197,8 @@ def su_min_base(
     top = start_factor * length
     if not 1.0 < top <= 1e300:
         raise ValueError(
-            f"start_factor * context_length must lie in (1, 1e300] (the starting base B), got "
-            f"start_factor = {start_factor:g}, B = {top:g}"
+            f"start_factor * context_length (the upper end the search starts from) must lie "
+            f"in (1, 1e300], got start_factor = {start_factor:g}, product {top:g}"
         )
 
     def margins(bases: np.ndarray, ms: np.ndarray) -> np.ndarray:
@@ -1146,7 +1208,7 @@ def su_min_base(
     try:
         if _first_passing(np.array([top]), length, margins, d, budget=budget) < 0:
             raise ValueError(
-                f"the starting point B = start_factor * L = {top:g} is not feasible for "
+                f"the starting upper end start_factor * L = {top:g} is not feasible for "
                 f"context_length = {length}, d = {d}: pass a larger start_factor"
             )
         for k in range(1, levels + 1):
@@ -1391,7 +1453,9 @@ def similarity_gap_expected(
     .. math:: \frac{\delta_m}{2\sigma^2} = B_m
               + \frac{\mu_q^\top R_m (\mu_q - \mu_k)}{2\sigma^2},
 
-    which is :math:`B_m` exactly when :math:`\mu_q = \mu_k`.
+    which is :math:`B_m` at every distance :math:`m < L` (:math:`L \ge d`) exactly when, pair
+    by pair, :math:`\mu_q` vanishes or equals :math:`\mu_k` (for instance
+    :math:`\mu_q = \mu_k`, or :math:`\mu_q = 0` with any :math:`\mu_k`).
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 r"""Frequency schedules that run a RoPE model past its training length (``context-extension``).
 
-A model trained on contexts of length :math:`L` has only seen rotation angles
+A model trained only on contexts of length :math:`L` has seen only the rotation angles
 :math:`m\theta_i` with :math:`0 \le m < L`.  Every method of running it on a longer
 context :math:`L' = sL` (:math:`s \ge 1` is the *scale factor*) replaces the
 frequencies :math:`\theta_i = b^{-2i/d}` of :func:`rope_lib.theta` by new ones
@@ -11,14 +11,15 @@ What this module computes
 * :func:`scaled_theta`: the new frequencies and the attention factor of the methods
   ``"none"``, ``"linear"`` (position interpolation), ``"ntk"`` (NTK-aware base change),
   ``"dynamic"`` (dynamic NTK), ``"yarn"`` and ``"llama3"``.
-* :func:`scaled_margin` and :func:`scaled_horizon`: the similarity margin
-  :math:`B_m = \sum_i \cos(m\theta_i')` of the base-bound chapter evaluated with the new
-  frequencies, and the first distance at which it turns negative.
+* :func:`scaled_margin` and :func:`scaled_horizon`: the similarity margin of the base-bound
+  chapter evaluated with the new frequencies, :math:`B_m' = \sum_i \cos(m\theta_i')`, and
+  the first distance at which it turns negative.
 * :func:`plot_wavelengths` and :func:`plot_margins`: the two figures of the chapter.
 
 The conventions follow the reference implementations that models actually run
 (Hugging Face ``transformers.modeling_rope_utils``, which reproduces the released code of
-YaRN and of Llama 3.1); where a paper writes a formula differently the docstring says so.
+YaRN and Meta's reference code of Llama 3.1, ``apply_scaling`` in ``meta-llama/llama-models``);
+where a paper writes a formula differently the docstring says so.
 """
 
 from __future__ import annotations
@@ -210,26 +211,32 @@ def scaled_theta(
         interpolates every pair; here every pair is kept, and symmetrically every pair is
         interpolated when :math:`i(\beta_{\rm slow}) < 0`.
         The paper writes the ramp as linear in the number of turns
-        :math:`r_i = L\theta_i/(2\pi)`; the released code, followed here, makes it linear in
-        :math:`i` between the same two end points. Attention factor
-        :math:`0.1 \ln s + 1` (:func:`yarn_attention_factor`).
-    ``"llama3"`` (Llama 3.1, Dubey et al. 2024; parameters ``low_freq_factor=1``,
-    ``high_freq_factor=4``; ``original_context`` defaults to 8192)
+        :math:`r_i = L\theta_i/(2\pi)`, between :math:`r_i = \beta_{\rm slow}` and
+        :math:`r_i = \beta_{\rm fast}`; the released code, followed here, makes it linear in
+        :math:`i`, between the pair indices of those two turn counts rounded outward to
+        integers (floor and ceiling, unless ``truncate=False``) and clamped to
+        :math:`[0, d - 1]`. Attention factor :math:`0.1 \ln s + 1`
+        (:func:`yarn_attention_factor`).
+    ``"llama3"`` (Llama 3.1: Meta's reference code, ``apply_scaling`` in
+    ``meta-llama/llama-models``, mirrored by Hugging Face's ``"llama3"`` rope type;
+    parameters ``low_freq_factor=1``, ``high_freq_factor=4``; ``original_context`` defaults
+    to 8192)
         With the period (wavelength) :math:`T_i = 2\pi/\theta_i` of pair i,
 
         .. math::
             \theta_i' = \begin{cases}
-            \theta_i & T_i < L/\beta \\
-            \theta_i/s & T_i > L/\alpha \\
-            (1 - \mu_i)\,\theta_i/s + \mu_i\,\theta_i, \quad
-            \mu_i = \dfrac{L/T_i - \alpha}{\beta - \alpha} & \text{otherwise,}
+            \theta_i & T_i < L/r_{\rm high} \\
+            \theta_i/s & T_i > L/r_{\rm low} \\
+            (1 - \eta_i)\,\theta_i/s + \eta_i\,\theta_i, \quad
+            \eta_i = \dfrac{L/T_i - r_{\rm low}}{r_{\rm high} - r_{\rm low}}
+            & \text{otherwise,}
             \end{cases}
 
-        where :math:`\alpha` = ``low_freq_factor`` and :math:`\beta` = ``high_freq_factor``.
-        Since :math:`L/T_i = r_i` is the number of turns over :math:`L`, this is YaRN's ramp
-        in the form the YaRN paper writes it (linear in :math:`r_i`) with
-        :math:`\beta_{\rm slow} = \alpha`, :math:`\beta_{\rm fast} = \beta`, and without
-        YaRN's attention factor.
+        where :math:`r_{\rm low}` = ``low_freq_factor`` and :math:`r_{\rm high}` =
+        ``high_freq_factor`` are thresholds on the number of turns
+        :math:`r_i = L/T_i` over :math:`L`. This is YaRN's ramp in the form the YaRN paper
+        writes it (linear in :math:`r_i`) with :math:`\beta_{\rm slow} = r_{\rm low}`,
+        :math:`\beta_{\rm fast} = r_{\rm high}`, and without YaRN's attention factor.
 
     Parameters
     ----------
@@ -312,11 +319,11 @@ def scaled_theta(
             f"high_freq_factor must be larger than low_freq_factor, got {high} <= {low}"
         )
     wavelength = 2.0 * math.pi / th
-    mu = (original_context / wavelength - low) / (high - low)
+    eta = (original_context / wavelength - low) / (high - low)
     out = np.where(
         wavelength < original_context / high,
         th,
-        np.where(wavelength > original_context / low, th / s, (1.0 - mu) * th / s + mu * th),
+        np.where(wavelength > original_context / low, th / s, (1.0 - eta) * th / s + eta * th),
     )
     return out, 1.0
 
@@ -333,7 +340,7 @@ def scaled_margin(
     original_context: int | None = None,
     **params: Any,
 ) -> np.ndarray | np.float64:
-    r"""Similarity margin :math:`B_m = \sum_i \cos(m\theta_i')` with scaled frequencies.
+    r"""Similarity margin :math:`B_m' = \sum_i \cos(m\theta_i')` with scaled frequencies.
 
     .. math:: B_m' = \sum_{i=0}^{d/2-1} \cos(m\,\theta_i'),
               \qquad (\theta', a) = \texttt{scaled\_theta}(d, b, \text{method}, s, L, \dots)

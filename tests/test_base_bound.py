@@ -146,6 +146,20 @@ def test_min_base_feasible_and_matches_exhaustive_search(length, d):
     assert not feasible(b * (1 - 1e-8), length, d)
 
 
+@pytest.mark.parametrize(("length", "d"), [(1000, 128), (2048, 128), (300, 64)])
+def test_min_base_is_a_minimum_at_a_zero_crossing(length, d):
+    """With B_m >= 0 the smallest base is attained: at it the worst distance sits at B_m = 0
+    (it is negative a relative 1e-8 lower), so under the strict B_m > 0 the same number is an
+    infimum that is not attained. Checked in 40-digit mpmath at the worst distance."""
+    result = bb.min_base_search(length, d)
+    b = result.base
+    values = direct(np.arange(length), d, b)
+    worst = int(np.argmin(values))
+    assert 0 <= mp_margin(worst, d, b) < 1e-5
+    assert mp_margin(worst, d, b * (1 - 1e-8)) < 0
+    assert 0 <= result.min_margin < 1e-5
+
+
 def test_bisection_would_be_wrong():
     # L = 2048, d = 128: 1e4 is infeasible and 2e4 feasible, but bisection between them
     # converges to the edge of a later window, not to the smallest feasible base.
@@ -465,6 +479,82 @@ def test_all_ones_mean_rescales_by_a_factor_that_can_be_negative():
     assert np.all(np.sign(got[exact != 0]) == -np.sign(exact[exact != 0]))
 
 
+def _pair_remainder(m: int, d: int, base: float, mu_q: np.ndarray, mu_k: np.ndarray) -> float:
+    """mu_q^T R_m (mu_q - mu_k) with the rotation matrix written out here."""
+    return float(mu_q @ rotation(m, d, base) @ (mu_q - mu_k))
+
+
+@given(
+    st.sampled_from([4, 8, 16]),
+    st.floats(5.0, 1e4),
+    st.integers(0, 2**32 - 1),
+    st.lists(st.booleans(), min_size=8, max_size=8),
+)
+def test_means_leave_no_remainder_exactly_when_each_pair_has_a_zero_query_mean_or_equal_means(
+    d, base, seed, zero_query
+):
+    """Chapter 7: delta_m / (2 sigma^2) = B_m at every m < L (L >= d) if and only if, pair by
+    pair, the query's mean vanishes or the key's mean equals it. Equal means are sufficient,
+    not necessary (mu_q = 0 with any mu_k also works)."""
+    rng = np.random.default_rng(seed)
+    n = d // 2
+    mu_q, mu_k = rng.normal(size=d), rng.normal(size=d)
+    for i in range(n):  # make every pair satisfy the condition, one way or the other
+        sl = slice(2 * i, 2 * i + 2)
+        if zero_query[i]:
+            mu_q[sl] = 0.0
+        else:
+            mu_k[sl] = mu_q[sl]
+    m = np.arange(2 * d)
+    exact = direct(m, d, base)
+    got = bb.similarity_gap_expected(m, d, base, mean_q=mu_q, mean_k=mu_k)
+    np.testing.assert_allclose(got, exact, rtol=0, atol=1e-9)
+    assert max(abs(_pair_remainder(int(x), d, base, mu_q, mu_k)) for x in m) < 1e-9
+    # break the condition in one pair: the remainder is non-zero at some m < d
+    j = int(rng.integers(n))
+    sl = slice(2 * j, 2 * j + 2)
+    a_j, c_j = (rng.uniform(1, 2) * np.array([np.cos(t), np.sin(t)]) for t in rng.uniform(0, 7, 2))
+    mu_q[sl], mu_k[sl] = a_j, a_j - c_j  # both non-zero in pair j
+    assert max(abs(_pair_remainder(int(x), d, base, mu_q, mu_k)) for x in range(d)) > 1e-6
+
+
+def test_unequal_means_can_leave_the_margin_exact_and_orthogonality_is_not_enough():
+    d, base = 16, 100.0
+    m = np.arange(61)
+    exact = direct(m, d, base)
+    mu_k = np.random.default_rng(7).normal(size=d)
+    # mu_q = 0 and mu_k != 0: the means differ, and delta/(2 sigma^2) is still B_m
+    zero_q = bb.similarity_gap_expected(m, d, base, mean_q=0.0, mean_k=mu_k)
+    np.testing.assert_allclose(zero_q, exact, rtol=0, atol=1e-12)
+    # mu_q perpendicular to mu_q - mu_k (the seed's remark): only m = 0 is spared
+    mu_q, mu_k = np.eye(d)[0], np.eye(d)[0] - np.eye(d)[1]
+    assert mu_q @ (mu_q - mu_k) == 0
+    perp = bb.similarity_gap_expected(m, d, base, mean_q=mu_q, mean_k=mu_k) - exact
+    assert abs(perp[0]) < 1e-12 and np.abs(perp).max() > 0.4
+    np.testing.assert_allclose(perp, -np.sin(m) / 2, atol=1e-12)
+
+
+def test_cos_and_sin_of_the_pairs_are_independent_on_d_distances():
+    """The Vandermonde step of chapter 7: on m = 0 .. d-1 the d functions cos(m theta_i),
+    sin(m theta_i) are linearly independent. The determinant is tiny (the slow pairs are
+    nearly polynomial on so few distances), so it is computed at 150 and 200 digits and must
+    agree, far from zero."""
+
+    def det(d: int, base: float, dps: int):
+        with mpmath.workdps(dps):
+            th = [mpmath.mpf(base) ** (mpmath.mpf(-2 * i) / d) for i in range(d // 2)]
+            rows = [
+                [mpmath.cos(k * t) for t in th] + [mpmath.sin(k * t) for t in th] for k in range(d)
+            ]
+            return mpmath.det(mpmath.matrix(rows))
+
+    for d, base in [(4, 10.0), (8, 1e4), (16, 100.0)]:
+        low, high = det(d, base, 150), det(d, base, 200)
+        with mpmath.workdps(200):
+            assert abs(high) > mpmath.mpf(10) ** -120
+            assert abs(low / high - 1) < mpmath.mpf(10) ** -20
+
+
 def test_html_table():
     from html.parser import HTMLParser
 
@@ -504,6 +594,81 @@ def test_memoised_result_cannot_be_changed():
     assert isinstance(r.gaps, tuple)
     assert bb.min_base(64, 8) == base
     assert bb.min_base_search(64, 8).gaps == gaps
+
+
+#: A floor on the wall time of one sweep iteration or full scan: CPython with NumPy cannot do
+#: one in under a microsecond (each makes several NumPy calls), so a recorded time below
+#: 1e-6 * (n_steps + n_scans) was not measured on the computation it describes.
+_SECONDS_FLOOR = 1e-6
+
+
+def test_table_seconds_are_a_cold_measurement_even_when_the_memo_is_warm():
+    """min_base_table times a fresh chain of sweeps: warming min_base's memo first must not
+    turn the recorded seconds into the time of a memo look-up."""
+    d = 16
+    bb.min_base(512, d)  # memoises 4, 8, ..., 512 for d = 16
+    rows = bb.min_base_table((8, 9), d, use_cache=False)
+    again = bb.min_base_table((8, 9), d, use_cache=False)
+    for row, other in zip(rows, again, strict=True):
+        assert row["seconds"] >= _SECONDS_FLOOR * (row["n_steps"] + row["n_scans"])
+        # a cold chain does the same work every time, whatever the memo held
+        assert row["work"] == other["work"] > 0
+        assert (row["n_steps"], row["n_scans"]) == (other["n_steps"], other["n_scans"])
+    # and min_base_search keeps the cost of the computation that made a memoised result
+    first = bb.min_base_search(512, d)
+    assert bb.min_base_search(512, d).seconds == first.seconds
+    assert first.seconds >= _SECONDS_FLOOR * (first.n_steps + first.n_scans)
+
+
+def test_stored_table_seconds_are_real_measurements():
+    """The seconds the chapter glues (the last row, cumulative over the chain) were measured on
+    a cold computation: at least a microsecond per iteration, and the stored work is what a
+    cold recomputation of the first rows does."""
+    import json
+
+    rows = json.loads(bb._CACHE.read_text())["rows"]
+    assert sorted(map(int, rows)) == list(range(10, 21))
+    for row in rows.values():
+        assert row["work"] > 0
+        assert row["seconds"] >= _SECONDS_FLOOR * (row["n_steps"] + row["n_scans"])
+    ordered = [rows[str(k)] for k in range(10, 21)]
+    assert all(a["seconds"] < b["seconds"] for a, b in zip(ordered[:-1], ordered[1:], strict=True))
+    fresh = bb.min_base_table((10, 11), use_cache=False)
+    for row in fresh:
+        stored = rows[str(row["L"].bit_length() - 1)]
+        assert (row["n_steps"], row["n_scans"], row["work"]) == (
+            stored["n_steps"],
+            stored["n_scans"],
+            stored["work"],
+        )
+        assert row["base"] == pytest.approx(stored["base"], rel=1e-12)
+
+
+def test_table_source_files_are_all_the_code_the_table_runs():
+    """The cache key covers TABLE_SOURCE_FILES; computing a table (sweeps, m <= L sweeps, grid
+    checks, horizons of published values) runs no other file of rope_lib. (It runs
+    base_bound.py and _validate.py; frequencies.py, which defines theta_i for the package, is
+    in the key as well, so that a change to the frequencies recomputes the table.)"""
+    import sys
+    from pathlib import Path
+
+    package = Path(bb.__file__).parent
+    seen: set[str] = set()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            path = Path(frame.f_code.co_filename)
+            if path.parent == package:
+                seen.add(path.name)
+
+    sys.setprofile(profile)
+    try:
+        bb.min_base_table((4, 5), 8, use_cache=False)
+        bb.min_base_table((10,), 128, use_cache=False)
+    finally:
+        sys.setprofile(None)
+    assert "base_bound.py" in seen and seen <= set(bb.TABLE_SOURCE_FILES)
+    assert set(bb.TABLE_SOURCE_FILES) == {"base_bound.py", "frequencies.py", "_validate.py"}
 
 
 @pytest.mark.parametrize("flag", ["no", "", 0, 1, None, 2.0])

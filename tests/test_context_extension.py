@@ -15,7 +15,7 @@ b = 1e7). The blends are different: YaRN mixes ``theta_i / s`` and ``theta_i`` w
 weight ``1 - ramp``, whose rounding (a few ``u``, absolute) multiplies the *unscaled*
 ``theta_i``, up to ``s`` times larger than ``theta_i'``; the budget adds ``4 u theta_i``.
 Llama 3.1's weight is computed from the float32 ``theta_i`` itself, so its error is
-``(1 + beta / (beta - alpha))`` times ``hf_rtol`` times the unscaled ``theta_i``. Sweeps of
+``(1 + r_high / (r_high - r_low))`` times ``hf_rtol`` times the unscaled ``theta_i``. Sweeps of
 1500-2000 random cases stayed below 0.5 of these budgets.
 """
 
@@ -329,9 +329,41 @@ def test_llama3_keeps_high_and_divides_low_frequencies(d, base, s, L):
     assert np.all(np.diff(th) < 0)
 
 
+@given(d=dims, base=bases, s=st.floats(1.001, 64.0), L=contexts, fast=st.floats(2.0, 64.0))
+def test_yarn_code_keeps_and_interpolates_the_same_pairs_as_the_paper_ramp(d, base, s, L, fast):
+    """Chapter 8: the released code ramps linearly in the pair index between end points
+    rounded outward (floor, ceiling), the paper linearly in the turn count r between
+    beta_slow = 1 and beta_fast; the pairs kept (r >= beta_fast) and the pairs fully
+    interpolated (r <= 1) are the same, as long as some pair turns beta_fast times (else the
+    code's clamp at index 0 keeps pair 0)."""
+    th0 = theta(d, base)
+    r = L * mp_ntk(d, base, 1.0) / (2 * math.pi)  # turns over L, from 30-digit frequencies
+    assume(r[0] >= fast * (1 + 1e-9))
+    assume(np.all(np.abs(r / fast - 1) > 1e-9) and np.all(np.abs(r - 1) > 1e-9))
+    got, _ = scaled_theta(d, base, "yarn", s, L, beta_fast=fast, beta_slow=1.0)
+    np.testing.assert_array_equal(got == th0, r > fast)
+    np.testing.assert_array_equal(got == th0 / s, r < 1.0)
+
+
+@given(d=dims, base=bases, s=st.integers(2, 16), L=st.sampled_from([512, 2048, 8192]))
+def test_interpolated_angles_lie_on_the_training_arc_and_are_met_only_at_multiples_of_s(
+    d, base, s, L
+):
+    """Position interpolation: at every distance m < sL the angle m theta_i / s lies on the
+    training arc [0, L theta_i), but it is an angle met in training (an integer distance
+    below L) only when s divides m; pair 0 (theta_0 = 1) shows it."""
+    th0 = theta(d, base)
+    th, _ = scaled_theta(d, base, "linear", float(s))
+    assert np.all((s * L - 1) * th < L * th0)
+    m = np.arange(s * L)
+    distance = m * th[0] / th0[0]  # the distance m / s whose angle pair 0 shows
+    met = np.abs(distance - np.round(distance)) < 1e-9
+    np.testing.assert_array_equal(met, m % s == 0)
+
+
 def test_llama3_middle_band_by_hand():
     # d = 4, b chosen so that the slow pair's wavelength is exactly L/2 = 4096 (L = 8192):
-    # mu = (L / lambda - 1) / (4 - 1) = 1/3, theta' = (2/3) theta / s + (1/3) theta.
+    # eta = (L / lambda - 1) / (4 - 1) = 1/3, theta' = (2/3) theta / s + (1/3) theta.
     theta1 = 2 * math.pi / 4096
     base = theta1 ** (-2.0)
     th, _ = scaled_theta(4, base, "llama3", 8.0)
