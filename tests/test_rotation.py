@@ -1204,6 +1204,9 @@ def test_apply_rope_allocations_are_as_chapter_5_says(layout):
 
     for dtype in (torch.float32, torch.float64):
         assert count(torch.randn(2, 5, 16, dtype=dtype))[0] == 1
+    # not contiguous: the interleaved layout copies it once first
+    strided = torch.randn(5, 2, 16).transpose(0, 1)
+    assert count(strided)[0] == (1 if layout == "half" else 2)
     for dtype in (torch.float16, torch.bfloat16):
         n, ops = count(torch.randn(2, 5, 16).to(dtype))
         assert n == 3 and ops.count("_to_copy.default") == 2
