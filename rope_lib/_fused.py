@@ -8,7 +8,7 @@ The kernel here does it in one pass: for each row :math:`t` and pair :math:`j < 
 
     o_j = x_j c_j - x_{j+h} s_j,\qquad o_{j+h} = x_{j+h} c_j + x_j s_j,
 
-with :math:`c, s` read from one table ``cs = [cos | sin]`` of shape ``(T, d)``: the
+with :math:`c, s` read from one table ``cs = [cos | sin]`` of shape ``(N, d)``: the
 float64 cosines and sines rounded once to the working dtype, the same numbers as in the
 eager route's ``cos2 = [cos | cos]`` and ``sin2 = [sin | -sin]``, laid out like a row of
 ``x`` so that the table is read as one stream.  Rows are processed in blocks of
@@ -377,9 +377,9 @@ def rotate(x: Any, cs: Any, out: Any) -> bool:
     Parameters
     ----------
     x, out : torch.Tensor
-        Contiguous CPU tensors of shape ``(..., T, d)``, float32 or float64.
+        Contiguous CPU tensors of shape ``(..., N, d)``, float32 or float64.
     cs : torch.Tensor
-        The table ``[cos | sin]`` of shape ``(T, d)``, contiguous, x's dtype.
+        The table ``[cos | sin]`` of shape ``(N, d)``, contiguous, x's dtype.
 
     Returns
     -------

@@ -37,6 +37,7 @@ need them, so importing :mod:`rope_lib` stays fast.
 from __future__ import annotations
 
 import functools
+import numbers
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,7 @@ from . import _fused, plotting
 from ._validate import (
     MAX_POSITION,
     _describe,
+    _is_bool,
     check_base,
     check_choice,
     check_dim,
@@ -146,7 +148,7 @@ def _scalar_position(m: Any, name: str = "m") -> int:
 
 
 def _check_tables(n_positions: int, d: int) -> None:
-    """Refuse cos/sin tables of shape (T, d/2) beyond MAX_ELEMENTS before computing them."""
+    """Refuse cos/sin tables of shape (N, d/2) beyond MAX_ELEMENTS before computing them."""
     check_elements(
         n_positions * (d // 2),
         f"the cos/sin tables of {n_positions} positions x d/2 = {d // 2} pairs",
@@ -155,7 +157,7 @@ def _check_tables(n_positions: int, d: int) -> None:
 
 
 def _angles(positions: np.ndarray, d: int, base: float) -> np.ndarray:
-    """float64 angles m * theta_i, shape (T, d/2).
+    """float64 angles m * theta_i, shape (N, d/2).
 
     int64 -> float64 is exact below 2**53 and the product is rounded once, so the angle
     carries a relative error of about 1e-16 (1e-9 rad at position 1e7).
@@ -191,7 +193,7 @@ def _check_x(x: Any, name: str = "x", min_ndim: int = 2) -> tuple[Any, bool]:
     if arr.ndim < min_ndim:
         if min_ndim == 2:
             raise ValueError(
-                f"{name} must have at least 2 axes (..., T, d): positions along axis -2 and "
+                f"{name} must have at least 2 axes (..., N, d): positions along axis -2 and "
                 f"the head dimension along axis -1, got shape {tuple(arr.shape)}"
             )
         raise ValueError(
@@ -224,7 +226,7 @@ def _check_table_like(table: Any, name: str, x: Any, is_torch: bool) -> Any:
         ok = False
     if not ok or not shape or shape[-1] != x.shape[-1]:
         raise ValueError(
-            f"{name} must have shape (T, d) (or any shape that broadcasts to x's "
+            f"{name} must have shape (N, d) (or any shape that broadcasts to x's "
             f"{tuple(x.shape)} with the same last axis), got {shape}"
         )
     return table
@@ -284,10 +286,10 @@ def rotation_matrix(
 
 
 def _rotation_stack(pos: np.ndarray, d: int, base: float, layout: str) -> np.ndarray:
-    """The matrices R_m for every m in ``pos``, shape (T, d, d), float64."""
+    """The matrices R_m for every m in ``pos``, shape (N, d, d), float64."""
     check_elements(
         pos.size * d * d,
-        f"the rotation matrices R_m, shape (T, d, d) = ({pos.size}, {d}, {d}),",
+        f"the rotation matrices R_m, shape (N, d, d) = ({pos.size}, {d}, {d}),",
         "use apply_rope, which never builds them, or a smaller d",
     )
     angle = _angles(pos, d, base)
@@ -362,19 +364,34 @@ def symbolic_rotation_matrix(
 # ---------------------------------------------------------------------- apply_rope
 
 
-def apply_rope(x: Any, positions: Any, base: float = 10000.0, layout: str = "interleaved") -> Any:
+def apply_rope(
+    x: Any,
+    positions: Any,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+    rotary_dim: int | None = None,
+) -> Any:
     r"""Rotate the last axis of ``x`` by RoPE: row :math:`t` becomes :math:`R_{m_t} x_t`.
 
-    For pair :math:`i` with coordinates :math:`(a_i, b_i)` and angle
-    :math:`\alpha = m\theta_i`,
+    With :math:`r` = ``rotary_dim`` (default: the whole head, :math:`r = d`), the first
+    :math:`r` coordinates form :math:`r/2` pairs with frequencies
+    :math:`\theta_i = b^{-2i/r}`, :math:`i = 0, \dots, r/2 - 1`.  For pair :math:`i` with
+    coordinates :math:`(a_i, b_i)` and angle :math:`\alpha = m\theta_i`,
 
     .. math::
 
         x'_{a_i} = x_{a_i}\cos\alpha - x_{b_i}\sin\alpha,\qquad
         x'_{b_i} = x_{a_i}\sin\alpha + x_{b_i}\cos\alpha,
 
-    with :math:`(a_i, b_i) = (2i, 2i+1)` for ``layout="interleaved"`` (RoFormer, LLaMA) and
-    :math:`(i, i + d/2)` for ``layout="half"`` (GPT-NeoX, Hugging Face).
+    with :math:`(a_i, b_i) = (2i, 2i+1)` for ``layout="interleaved"`` (RoFormer, the LLaMA
+    reference code, GPT-J) and :math:`(i, i + r/2)` for ``layout="half"`` (GPT-NeoX, the
+    Hugging Face ``rotate_half`` models).  Coordinates :math:`r, \dots, d - 1` pass through
+    unchanged (partial rotation): ``apply_rope(x, p, b, layout, r)`` is ``apply_rope`` of
+    ``x[..., :r]`` with head dimension :math:`r`, followed by ``x[..., r:]``.  This is what
+    GPT-NeoX does with ``rotary_ndims = int(rotary_pct * head_dim)`` (Hugging Face's
+    ``GPTNeoXAttention``; its inverse frequencies are computed from ``rotary_ndims``, not from
+    the head dimension) in the half layout, and GPT-J with ``rotary_dim`` in the interleaved
+    layout.
 
     Accuracy: the angles :math:`m\theta_i` and their cosines and sines are computed in
     float64 for every input dtype, then cast once.  For float32 inputs the result is at
@@ -404,15 +421,18 @@ def apply_rope(x: Any, positions: Any, base: float = 10000.0, layout: str = "int
     Parameters
     ----------
     x : numpy.ndarray or torch.Tensor
-        Queries or keys of shape ``(..., T, d)``: any leading axes (batch, heads), positions
+        Queries or keys of shape ``(..., N, d)``: any leading axes (batch, heads), positions
         along axis -2, the even head dimension ``d`` along axis -1.  Floating dtypes only
         (float64, float32, float16; torch also bfloat16).
-    positions : array-like of int, shape (T,)
+    positions : array-like of int, shape (N,)
         The position of each row; never broadcast.
     base : float
         The base :math:`b > 1`.
     layout : {"interleaved", "half"}
         Which coordinates form pair :math:`i`.
+    rotary_dim : int or None
+        The number :math:`r` of rotated coordinates, an even integer with
+        :math:`2 \le r \le d`; ``None`` (the default) rotates the whole head, :math:`r = d`.
 
     Returns
     -------
@@ -424,19 +444,46 @@ def apply_rope(x: Any, positions: Any, base: float = 10000.0, layout: str = "int
     ValueError
         ``x`` with fewer than 2 axes or an odd last axis; ``base <= 1``; positions that are
         not whole, not finite, beyond ``MAX_POSITION`` = :math:`2^{32}`, not 1-D, or whose
-        length differs from ``x.shape[-2]``; an unknown ``layout``.
+        length differs from ``x.shape[-2]``; an unknown ``layout``; a ``rotary_dim`` that is
+        odd, below 2 or above ``d``.
     TypeError
-        ``x`` of an integer, boolean or complex dtype.
+        ``x`` of an integer, boolean or complex dtype; a ``rotary_dim`` that is not an
+        integer (or None).
     """
     x, is_torch = _check_x(x)
     base = check_base(base)
     layout = _check_layout(layout)
+    d = int(x.shape[-1])
+    r = _check_rotary_dim(rotary_dim, d)
     pos = _positions(positions)
     _check_positions_length(pos, x)
-    key = (pos.tobytes(), int(x.shape[-1]), base)
+    key = (pos.tobytes(), r, base)
+    head = x if r == d else x[..., :r]
     if is_torch:
-        return _apply_torch(x, layout, *key)
-    return _apply_numpy(x, *_cos_sin_float64(*key), layout)
+        out = _apply_torch(head, layout, *key)
+        if r == d:
+            return out
+        import torch
+
+        return torch.cat((out, x[..., r:]), dim=-1)
+    out = _apply_numpy(head, *_cos_sin_float64(*key), layout)
+    return out if r == d else np.concatenate((out, x[..., r:]), axis=-1)
+
+
+def _check_rotary_dim(rotary_dim: Any, d: int) -> int:
+    """``rotary_dim`` as an int: None means ``d``; else an even integer in ``[2, d]``."""
+    if rotary_dim is None:
+        return d
+    what = (
+        f"rotary_dim must be None (rotate the whole head) or an even integer with "
+        f"2 <= rotary_dim <= d = x.shape[-1] = {d} (the number of rotated coordinates)"
+    )
+    if _is_bool(rotary_dim) or not isinstance(rotary_dim, numbers.Integral):
+        raise TypeError(f"{what}, got {_describe(rotary_dim)}")
+    r = int(rotary_dim)
+    if r < 2 or r % 2 or r > d:
+        raise ValueError(f"{what}, got {r}")
+    return r
 
 
 @functools.lru_cache(maxsize=16)
@@ -455,7 +502,7 @@ def _torch_tables(pos_bytes: bytes, d: int, base: float, dtype: Any, device: Any
     r"""The cached float64 tables cast once to the working dtype and moved to the device.
 
     Interleaved layout: ``(phasor,)``, the complex table :math:`e^{i m\theta_j}` of shape
-    ``(T, d/2)``.  Half layout: ``(cos2, sin2)`` of shape ``(T, d)``, ``cos2 = [cos | cos]``
+    ``(N, d/2)``.  Half layout: ``(cos2, sin2)`` of shape ``(N, d)``, ``cos2 = [cos | cos]``
     and ``sin2 = [sin | -sin]``: ``cos2`` multiplies a whole row at once, and ``sin2`` holds
     the sine with the sign of each half's partner term (see :func:`_apply_torch`).
     """
@@ -582,7 +629,7 @@ def _half_layout_inference(x: Any, cos2: Any, sin2: Any) -> Any:
     of row :math:`r + 1` (partner: the second half of row :math:`r + 1`, sign :math:`-`),
     with strides :math:`h = d/2` for the result and :math:`d + h` for ``x`` and
     ``sin2 = [sin | -sin]``.  So pass 2 is one ``addcmul_`` over every head, plus two small
-    ones for the first half of row 0 and the second half of row :math:`T - 1`.  (Two
+    ones for the first half of row 0 and the second half of row :math:`N - 1`.  (Two
     ``addcmul_`` over the halves do the same work in two passes; each parallel pass waits
     for both threads, and on a loaded 2-core machine the one-pass form measured 8-18 %
     faster.)  A tensor that is not contiguous takes the two-pass form on its own strides,
@@ -592,28 +639,28 @@ def _half_layout_inference(x: Any, cos2: Any, sin2: Any) -> Any:
     out = _product(x, cos2)
     if x.numel() == 0:
         return out
-    T, d = x.shape[-2:]
+    N, d = x.shape[-2:]
     h = d // 2
     small = x.numel() * x.element_size() < _ROW_PAIR_MIN_BYTES
     if small or not (x.is_contiguous() and out.is_contiguous()):
         out[..., :h].addcmul_(x[..., h:], sin2[:, h:])
         out[..., h:].addcmul_(x[..., :h], sin2[:, :h])
         return out
-    L, Td = x.numel() // (T * d), T * d
-    o_v = out.as_strided((L, T - 1, 2, h), (Td, d, h, 1), out.storage_offset() + h)
-    x_v = x.as_strided((L, T - 1, 2, h), (Td, d, d + h, 1), x.storage_offset())
-    s_v = sin2.as_strided((T - 1, 2, h), (d, d + h, 1), sin2.storage_offset())
+    L, Td = x.numel() // (N * d), N * d
+    o_v = out.as_strided((L, N - 1, 2, h), (Td, d, h, 1), out.storage_offset() + h)
+    x_v = x.as_strided((L, N - 1, 2, h), (Td, d, d + h, 1), x.storage_offset())
+    s_v = sin2.as_strided((N - 1, 2, h), (d, d + h, 1), sin2.storage_offset())
     o_v.addcmul_(x_v, s_v)
-    rows = out.view(L, T, d)
-    x3 = x.view(L, T, d)
+    rows = out.view(L, N, d)
+    x3 = x.view(L, N, d)
     rows[:, 0, :h].addcmul_(x3[:, 0, h:], sin2[0, h:])
-    rows[:, T - 1, h:].addcmul_(x3[:, T - 1, :h], sin2[T - 1, :h])
+    rows[:, N - 1, h:].addcmul_(x3[:, N - 1, :h], sin2[N - 1, :h])
     return out
 
 
 @functools.lru_cache(maxsize=16)
 def _fused_table(pos_bytes: bytes, d: int, base: float, dtype: Any) -> Any:
-    """``[cos | sin]``, shape ``(T, d)``, for the fused kernel: the cached float64 tables
+    """``[cos | sin]``, shape ``(N, d)``, for the fused kernel: the cached float64 tables
     rounded once to ``dtype`` (the numbers of :func:`_torch_tables`'s half layout), CPU."""
     import torch
 
@@ -708,9 +755,9 @@ def apply_rope_matrix(
 ) -> np.ndarray:
     r"""RoPE by explicit matrices: ``out[..., t, :] = R_{m_t} @ x[..., t, :]``.
 
-    Builds the stack of :math:`T` dense matrices :math:`R_{m_t}` (:func:`rotation_matrix`),
-    shape ``(T, d, d)``, and multiplies; :math:`O(T d^2)` work and memory instead of
-    :math:`O(T d)`, which is why no real model does it.  For teaching and checking only.
+    Builds the stack of :math:`N` dense matrices :math:`R_{m_t}` (:func:`rotation_matrix`),
+    shape ``(N, d, d)``, and multiplies; :math:`O(N d^2)` work and memory instead of
+    :math:`O(N d)`, which is why no real model does it.  For teaching and checking only.
 
     Non-finite inputs are not refused; they propagate as in numpy's own arithmetic, and
     since every entry of :math:`R_{m_t}` (zeros included) multiplies every coordinate of row
@@ -721,9 +768,9 @@ def apply_rope_matrix(
 
     Parameters
     ----------
-    x : array-like, shape (..., T, d)
+    x : array-like, shape (..., N, d)
         Real queries or keys (converted to float64 numpy).
-    positions : array-like of int, shape (T,)
+    positions : array-like of int, shape (N,)
     base : float
     layout : {"interleaved", "half"}
 
@@ -740,7 +787,7 @@ def apply_rope_matrix(
     _check_positions_length(pos, arr)
     base = check_base(base)
     layout = _check_layout(layout)
-    R = _rotation_stack(pos, arr.shape[-1], base, layout)  # (T, d, d)
+    R = _rotation_stack(pos, arr.shape[-1], base, layout)  # (N, d, d)
     return np.einsum("tij,...tj->...ti", R, arr)
 
 
@@ -786,10 +833,10 @@ def llama_precompute_freqs_cis(d: int, end: int, base: float = 10000.0) -> Any:
 def llama_apply_rotary_emb(xq: Any, xk: Any, freqs_cis: Any) -> tuple[Any, Any]:
     r"""RoPE as complex multiplication, with the shapes of the LLaMA reference code.
 
-    ``xq`` and ``xk`` have shape ``(batch, T, H, d)`` (batch, positions, heads, head dim). Each
-    is viewed as ``(batch, T, H, d/2)`` complex numbers :math:`x_{2i} + \mathrm i\, x_{2i+1}`
-    (pairs of adjacent coordinates), multiplied by ``freqs_cis`` of shape ``(T, d/2)``
-    reshaped to ``(1, T, 1, d/2)``, and viewed back as real ``(batch, T, H, d)``:
+    ``xq`` and ``xk`` have shape ``(batch, N, H, d)`` (batch, positions, heads, head dim). Each
+    is viewed as ``(batch, N, H, d/2)`` complex numbers :math:`x_{2i} + \mathrm i\, x_{2i+1}`
+    (pairs of adjacent coordinates), multiplied by ``freqs_cis`` of shape ``(N, d/2)``
+    reshaped to ``(1, N, 1, d/2)``, and viewed back as real ``(batch, N, H, d)``:
 
     .. math:: (x_{2i} + \mathrm i\, x_{2i+1})\, e^{\mathrm i m\theta_i}.
 
@@ -807,10 +854,10 @@ def llama_apply_rotary_emb(xq: Any, xk: Any, freqs_cis: Any) -> tuple[Any, Any]:
     Parameters
     ----------
     xq, xk : torch.Tensor
-        Floating tensors of shape ``(batch, T, H, d)``; ``xk`` may have another number of
-        heads (grouped-query attention) but the same ``T`` and ``d``.
+        Floating tensors of shape ``(batch, N, H, d)``; ``xk`` may have another number of
+        heads (grouped-query attention) but the same ``N`` and ``d``.
     freqs_cis : torch.Tensor
-        Complex tensor of shape ``(T, d/2)``, e.g. :func:`llama_precompute_freqs_cis`.
+        Complex tensor of shape ``(N, d/2)``, e.g. :func:`llama_precompute_freqs_cis`.
 
     Returns
     -------
@@ -830,7 +877,7 @@ def llama_apply_rotary_emb(xq: Any, xk: Any, freqs_cis: Any) -> tuple[Any, Any]:
     for name, t in (("xq", xq), ("xk", xk)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(
-                f"{name} must be a 4-D floating torch tensor (batch, T, H, d), got {_describe(t)}"
+                f"{name} must be a 4-D floating torch tensor (batch, N, H, d), got {_describe(t)}"
             )
         if t.is_complex() or not t.is_floating_point():
             raise TypeError(
@@ -839,13 +886,13 @@ def llama_apply_rotary_emb(xq: Any, xk: Any, freqs_cis: Any) -> tuple[Any, Any]:
             )
         if t.ndim != 4:
             raise ValueError(
-                f"{name} must be a 4-D torch tensor (batch, T, H, d), got shape {tuple(t.shape)}"
+                f"{name} must be a 4-D torch tensor (batch, N, H, d), got shape {tuple(t.shape)}"
             )
         check_dim(int(t.shape[-1]), name=f"{name}.shape[-1]")
-    T, half = xq.shape[1], xq.shape[-1] // 2
-    if xk.shape[1] != T or xk.shape[-1] != xq.shape[-1]:
+    N, half = xq.shape[1], xq.shape[-1] // 2
+    if xk.shape[1] != N or xk.shape[-1] != xq.shape[-1]:
         raise ValueError(
-            f"xk must have the T and d of xq (axes 1 and 3): xq {tuple(xq.shape)}, "
+            f"xk must have the N and d of xq (axes 1 and 3): xq {tuple(xq.shape)}, "
             f"xk {tuple(xk.shape)}"
         )
     if not isinstance(freqs_cis, torch.Tensor) or not freqs_cis.is_complex():
@@ -853,12 +900,12 @@ def llama_apply_rotary_emb(xq: Any, xk: Any, freqs_cis: Any) -> tuple[Any, Any]:
             "freqs_cis must be a complex torch tensor of unit phasors e^{i t theta_i} "
             f"(see llama_precompute_freqs_cis), got {_describe(freqs_cis)}"
         )
-    if tuple(freqs_cis.shape) != (T, half):
+    if tuple(freqs_cis.shape) != (N, half):
         raise ValueError(
-            f"freqs_cis must have shape (T, d/2) = {(T, half)}, got {tuple(freqs_cis.shape)}"
+            f"freqs_cis must have shape (N, d/2) = {(N, half)}, got {tuple(freqs_cis.shape)}"
         )
-    f = freqs_cis.reshape(1, T, 1, half)  # broadcast over batch and heads
-    xq_out = torch.view_as_real(_llama_complex(xq, half) * f).flatten(3)  # -> (batch, T, H, d)
+    f = freqs_cis.reshape(1, N, 1, half)  # broadcast over batch and heads
+    xq_out = torch.view_as_real(_llama_complex(xq, half) * f).flatten(3)  # -> (batch, N, H, d)
     xk_out = torch.view_as_real(_llama_complex(xk, half) * f).flatten(3)
     return xq_out.type_as(xq), xk_out.type_as(xk)
 
@@ -868,7 +915,7 @@ def _llama_complex(x: Any, half: int) -> Any:
     import torch
 
     xw = x.double() if x.dtype == torch.float64 else x.float()
-    pairs = xw.reshape(*xw.shape[:-1], half, 2)  # (batch, T, H, d/2, 2)
+    pairs = xw.reshape(*xw.shape[:-1], half, 2)  # (batch, N, H, d/2, 2)
     try:
         return torch.view_as_complex(pairs)
     except RuntimeError:  # strides view_as_complex cannot reinterpret: copy once
@@ -895,7 +942,7 @@ def rotate_half(x: Any) -> Any:
 
 
 def rotate_half_cos_sin(positions: Any, d: int, base: float = 10000.0) -> tuple[Any, Any]:
-    r"""The ``cos`` and ``sin`` tables of the Hugging Face route, shape ``(T, d)``.
+    r"""The ``cos`` and ``sin`` tables of the Hugging Face route, shape ``(N, d)``.
 
     Both halves repeat the ``d/2`` angles, :math:`[m\theta_0, \dots, m\theta_{d/2-1},
     m\theta_0, \dots, m\theta_{d/2-1}]`, computed with the usual float32 recipe (float32
@@ -904,7 +951,7 @@ def rotate_half_cos_sin(positions: Any, d: int, base: float = 10000.0) -> tuple[
     Returns
     -------
     (torch.Tensor, torch.Tensor)
-        float32 tensors of shape ``(T, d)``.
+        float32 tensors of shape ``(N, d)``.
     """
     import torch
 
@@ -918,8 +965,8 @@ def rotate_half_cos_sin(positions: Any, d: int, base: float = 10000.0) -> tuple[
 def apply_rotate_half(x: Any, cos: Any, sin: Any) -> Any:
     r""":math:`x \odot \cos + \operatorname{rotate\_half}(x) \odot \sin`, the half-layout RoPE.
 
-    ``cos`` and ``sin`` of shape ``(T, d)`` (as from :func:`rotate_half_cos_sin`) broadcast
-    against ``x`` of shape ``(..., T, d)``.  Coordinate :math:`i < d/2` becomes
+    ``cos`` and ``sin`` of shape ``(N, d)`` (as from :func:`rotate_half_cos_sin`) broadcast
+    against ``x`` of shape ``(..., N, d)``.  Coordinate :math:`i < d/2` becomes
     :math:`x_i\cos m\theta_i - x_{i+d/2}\sin m\theta_i` and coordinate :math:`i + d/2`
     becomes :math:`x_{i+d/2}\cos m\theta_i + x_i\sin m\theta_i`.
 
@@ -1038,7 +1085,7 @@ def qk_scores(
 ) -> np.ndarray:
     r"""Attention scores of every head with RoPE: ``scores[h, m, n]`` :math:`= q_{h,m}^\top k_{g(h),n}`.
 
-    The tokens ``x`` of shape ``(T, d_model)`` are projected, split into heads, rotated and
+    The tokens ``x`` of shape ``(N, d_model)`` are projected, split into heads, rotated and
     multiplied,
 
     .. math::
@@ -1053,11 +1100,11 @@ def qk_scores(
 
     Parameters
     ----------
-    x : array-like, shape (T, d_model)
+    x : array-like, shape (N, d_model)
     W_q : array-like, shape (n_heads * d, d_model)
     W_k : array-like, shape (n_kv_heads * d, d_model)
     n_heads : int
-    positions : array-like of int, shape (T,)
+    positions : array-like of int, shape (N,)
     n_kv_heads : int, optional
         Number of key heads; must divide ``n_heads``.  Default ``n_heads``.
     b_q, b_k : array-like, optional
@@ -1068,7 +1115,7 @@ def qk_scores(
     Returns
     -------
     numpy.ndarray
-        float64, shape ``(n_heads, T, T)``.
+        float64, shape ``(n_heads, N, N)``.
 
     Raises
     ------
@@ -1083,7 +1130,7 @@ def qk_scores(
     x = check_real_array(x, "x", ndim=2)
     W_q = check_real_array(W_q, "W_q", ndim=2)
     W_k = check_real_array(W_k, "W_k", ndim=2)
-    T, d_model = x.shape
+    N, d_model = x.shape
     for name, W in (("W_q", W_q), ("W_k", W_k)):
         if W.shape[1] != d_model:
             raise ValueError(
@@ -1105,14 +1152,14 @@ def qk_scores(
     _check_positions_length(pos, x)
     base = check_base(base)
     layout = _check_layout(layout)
-    check_elements(n_heads * T * T, f"the scores of shape (n_heads, T, T) = ({n_heads}, {T}, {T})")
+    check_elements(n_heads * N * N, f"the scores of shape (n_heads, N, N) = ({n_heads}, {N}, {N})")
 
-    def heads(W: np.ndarray, b: Any, count: int) -> np.ndarray:  # (count, T, d), rotated
+    def heads(W: np.ndarray, b: Any, count: int) -> np.ndarray:  # (count, N, d), rotated
         y = x @ W.T + (0.0 if b is None else b)
-        return apply_rope(y.reshape(T, count, d).transpose(1, 0, 2), pos, base, layout)
+        return apply_rope(y.reshape(N, count, d).transpose(1, 0, 2), pos, base, layout)
 
     # Overflow shows up in the scores themselves (an inf in q or k makes them inf or nan),
-    # so one check of the (n_heads, T, T) result covers every step; apply_rope is unchanged.
+    # so one check of the (n_heads, N, N) result covers every step; apply_rope is unchanged.
     with np.errstate(over="ignore", invalid="ignore"):
         q = heads(W_q, biases[0], n_heads)
         k = np.repeat(heads(W_k, biases[1], n_kv), n_heads // n_kv, axis=0)
@@ -1140,8 +1187,14 @@ def cos_sin_tables(
     r"""The tables :math:`\cos m\theta_i`, :math:`\sin m\theta_i` as a given recipe stores them.
 
     * ``"rope_lib"``: float64 angles :math:`m\theta_i` and float64 cos/sin, rounded once to
-      float32 (what :func:`apply_rope` uses for float32 inputs); error about :math:`3\cdot
-      10^{-8}` at any position.
+      float32 (what :func:`apply_rope` uses for float32 inputs).  Against an exact (mpmath)
+      reference the error is at most the float32 rounding of the result,
+      :math:`2^{-25} \approx 3.0\cdot 10^{-8}`, plus the float64 angle's own error, up to
+      about :math:`|m|\, 2^{-53}`; the second is below 5 % of the first for
+      :math:`|m| \le 10^7`, so up to there the error is the float32 rounding.  Beyond, it
+      grows: for ``d = 128``, ``base = 1e4`` it is :math:`7.7\cdot 10^{-8}` at :math:`10^9`
+      and :math:`2.5\cdot 10^{-7}` at :math:`2^{32}`, within the bound
+      :math:`2^{-25} + |m|\, 2^{-52}` (``test_rope_lib_tables_against_mpmath_up_to_2_to_32``).
     * ``"float32"``: the usual recipe (Hugging Face's ``LlamaRotaryEmbedding``, the LLaMA
       code): ``inv_freq = 1 / base ** (arange(0, d, 2) / d)`` in float32, angle =
       ``float32(m) * inv_freq`` in float32, cos/sin in float32.  Each product is rounded to
@@ -1155,7 +1208,7 @@ def cos_sin_tables(
     Returns
     -------
     (numpy.ndarray, numpy.ndarray)
-        float64 arrays of shape ``(T, d/2)`` holding exactly the values the recipe uses.
+        float64 arrays of shape ``(N, d/2)`` holding exactly the values the recipe uses.
     """
     pos = _positions(positions)
     d = check_dim(d)
@@ -1190,12 +1243,17 @@ def table_error(
     .. math:: e(m) = \max_i \max\big(|\tilde c_{m,i} - \cos m\theta_i|,\
               |\tilde s_{m,i} - \sin m\theta_i|\big),
 
-    with :math:`\tilde c, \tilde s` from :func:`cos_sin_tables` and the reference in float64.
+    with :math:`\tilde c, \tilde s` from :func:`cos_sin_tables` and the reference in float64
+    (the ``"float64"`` recipe: rope_lib's own float64 angles).  That reference is itself off
+    by up to about :math:`|m|\, 2^{-53}`, so this function cannot see errors of that size:
+    it measures the other recipes, and the ``"rope_lib"`` recipe's float32 rounding, but not
+    the float64 angle error that the ``"rope_lib"`` tables carry, which matters beyond
+    :math:`|m| \approx 10^7` (see :func:`cos_sin_tables`; measure it against mpmath).
 
     Returns
     -------
     numpy.ndarray
-        float64 array of shape ``(T,)``.
+        float64 array of shape ``(N,)``.
     """
     c, s = cos_sin_tables(positions, d, base, recipe)
     c_ref, s_ref = cos_sin_tables(positions, d, base, "float64")
@@ -1226,7 +1284,7 @@ def score_error(
     Returns
     -------
     numpy.ndarray
-        float64 array of shape ``(T,)``.
+        float64 array of shape ``(N,)``.
     """
     import torch
 
@@ -1245,7 +1303,7 @@ def score_error(
     seed = check_seed(seed)
     check_elements(
         n_vectors * pos.size * d,
-        f"the n_vectors = {n_vectors} random queries of shape (T, d) = ({pos.size}, {d})",
+        f"the n_vectors = {n_vectors} random queries of shape (N, d) = ({pos.size}, {d})",
         "lower n_vectors",
     )
     key_pos = np.maximum(pos - offset, 0)
@@ -1304,7 +1362,7 @@ def float32_angle_error(
     Returns
     -------
     (numpy.ndarray, numpy.ndarray)
-        float64 arrays of shape ``(T, d/2)``: the frequency part and the product rounding
+        float64 arrays of shape ``(N, d/2)``: the frequency part and the product rounding
         (signed, radians).
     """
     import torch
@@ -1364,24 +1422,24 @@ def linear_attention_weights(
 
     .. math::
 
-        N_{mn} = \big(R_m\psi(q_m)\big)^\top \big(R_n\psi(k_n)\big)
+        C_{mn} = \big(R_m\psi(q_m)\big)^\top \big(R_n\psi(k_n)\big)
                = \psi(q_m)^\top R_{n-m}\,\psi(k_n),\qquad
-        D_{mn} = \psi(q_m)^\top \psi(k_n),
+        Z_{mn} = \psi(q_m)^\top \psi(k_n),
 
     with :math:`\psi` = :func:`elu_feature_map`.  The output of
-    :func:`linear_attention` at :math:`m` is :math:`\sum_n N_{mn} v_n / \sum_n D_{mn}`: the
+    :func:`linear_attention` at :math:`m` is :math:`\sum_n C_{mn} v_n / \sum_n Z_{mn}`: the
     rotation enters the numerator only; the denominator stays positive.
 
     Returns
     -------
     (numpy.ndarray, numpy.ndarray)
-        ``N`` and ``D``, float64, shape ``(..., T, T)``.
+        ``C`` and ``Z``, float64, shape ``(..., N, N)`` for ``N`` positions.
     """
     q = check_real_array(_check_x(_as_numpy(q), "q")[0], "q")
-    T = q.shape[-2]
+    N = q.shape[-2]
     check_elements(
-        2 * (q.size // q.shape[-1]) * T,
-        f"the weight matrices of shape (..., T, T) with T = {T} (q of shape {q.shape})",
+        2 * (q.size // q.shape[-1]) * N,
+        f"the weight matrices of shape (..., N, N) with N = {N} (q of shape {q.shape})",
         "use linear_attention, which never builds them",
     )
     fq, fk, rq, rk = _linear_inputs(q, k, positions, base, layout)
@@ -1407,13 +1465,13 @@ def linear_attention(
                    {\psi(q_m)^\top \sum_n \psi(k_n)},
 
     computed the linear way (the sums over :math:`n` once, or as prefix sums over
-    :math:`n \le m` when ``causal``), in :math:`O(T d\, d_v)` instead of :math:`O(T^2)`.
+    :math:`n \le m` when ``causal``), in :math:`O(N d\, d_v)` instead of :math:`O(N^2)`.
 
     Parameters
     ----------
-    q, k : array-like, shape (..., T, d)
-    v : array-like, shape (..., T, d_v)
-    positions : array-like of int, shape (T,)
+    q, k : array-like, shape (..., N, d)
+    v : array-like, shape (..., N, d_v)
+    positions : array-like of int, shape (N,)
     base : float
     layout : {"interleaved", "half"}
     causal : bool
@@ -1422,22 +1480,22 @@ def linear_attention(
     Returns
     -------
     numpy.ndarray
-        float64, shape ``(..., T, d_v)``.
+        float64, shape ``(..., N, d_v)``.
     """
     causal = check_flag(causal, "causal")
     fq, fk, rq, rk = _linear_inputs(q, k, positions, base, layout)
     v = check_real_array(v, "v")
     if v.ndim < 2 or v.shape[:-1] != fq.shape[:-1]:
         raise ValueError(
-            f"v must have shape (..., T, d_v) matching q's {fq.shape[:-1]}, got {v.shape}"
+            f"v must have shape (..., N, d_v) matching q's {fq.shape[:-1]}, got {v.shape}"
         )
     if causal:
         check_elements(
             fq.size * v.shape[-1],
-            f"the causal prefix sums of shape (..., T, d, d_v) = {fq.shape + v.shape[-1:]}",
+            f"the causal prefix sums of shape (..., N, d, d_v) = {fq.shape + v.shape[-1:]}",
             "use causal=False, or fewer positions",
         )
-        kv = np.cumsum(rk[..., :, None] * v[..., None, :], axis=-3)  # (..., T, d, d_v)
+        kv = np.cumsum(rk[..., :, None] * v[..., None, :], axis=-3)  # (..., N, d, d_v)
         num = np.einsum("...td,...tde->...te", rq, kv)
         den = (fq * np.cumsum(fk, axis=-2)).sum(-1)
     else:
@@ -1451,11 +1509,11 @@ def linear_attention(
 
 
 def apply_rope_refusals() -> dict[str, tuple[str, str]]:
-    r"""Call :func:`apply_rope` with seven inputs it must refuse; return what it said.
+    r"""Call :func:`apply_rope` with eight inputs it must refuse; return what it said.
 
     The calls: an odd head dimension (``x`` of shape ``(4, 7)``), ``base=1``, a fractional
     position ``2.5``, a non-finite position ``inf``, one position for four rows, ``x`` with
-    one axis (shape ``(8,)``), an integer torch tensor.
+    one axis (shape ``(8,)``), an integer torch tensor, ``rotary_dim=10`` for a head of 8.
 
     Returns
     -------
@@ -1479,6 +1537,7 @@ def apply_rope_refusals() -> dict[str, tuple[str, str]]:
         "one position for 4 rows": (ok, [0], 10000.0),
         "one axis": (np.zeros(8), [0], 10000.0),
         "integer tensor": (torch.zeros(4, 8, dtype=torch.int64), four, 10000.0),
+        "rotary_dim 10 of d = 8": (ok, four, 10000.0, "interleaved", 10),
     }
     said = {}
     for name, args in calls.items():
@@ -1492,18 +1551,18 @@ def apply_rope_refusals() -> dict[str, tuple[str, str]]:
 
 
 def time_rope_routes(
-    batch: int = 1, heads: int = 8, T: int = 256, d: int = 64, repeats: int = 25, seed: int = 0
+    batch: int = 1, heads: int = 8, N: int = 256, d: int = 64, repeats: int = 25, seed: int = 0
 ) -> dict[str, float]:
     r"""Median wall-clock time of each RoPE route, rotating a query and a key, in microseconds.
 
-    A query and a key tensor of shape ``(batch, heads, T, d)``, float32 (positions
-    ``0 .. T-1``, base :math:`10^4`, random entries from ``seed``), are rotated ``repeats``
+    A query and a key tensor of shape ``(batch, heads, N, d)``, float32 (positions
+    ``0 .. N-1``, base :math:`10^4`, random entries from ``seed``), are rotated ``repeats``
     times by each route, the routes taking turns so that they share the machine's state; the
     tables are built beforehand, as a model builds them once per forward pass.  Routes:
 
-    * ``"explicit matrix"``: :func:`apply_rope_matrix` (float64 numpy; builds the ``T``
-      matrices, :math:`O(T d^2)`);
-    * ``"LLaMA complex"``: :func:`llama_apply_rotary_emb` on the ``(batch, T, heads, d)``
+    * ``"explicit matrix"``: :func:`apply_rope_matrix` (float64 numpy; builds the ``N``
+      matrices, :math:`O(N d^2)`);
+    * ``"LLaMA complex"``: :func:`llama_apply_rotary_emb` on the ``(batch, N, heads, d)``
       views;
     * ``"rotate_half"``: :func:`apply_rotate_half` with the float32 tables (Hugging Face's
       formula);
@@ -1517,7 +1576,7 @@ def time_rope_routes(
     ``seed`` is any integer >= 0; torch's generator takes 64 bits, so it is seeded with
     ``seed % 2**63`` (seeds below :math:`2^{63}` are used as they are).
 
-    Limits: ``repeats <= 1000``, and ``repeats * batch * heads * T * d**2`` (the explicit
+    Limits: ``repeats <= 1000``, and ``repeats * batch * heads * N * d**2`` (the explicit
     route's multiply-adds) at most :math:`2^{32}`; the defaults use about 5 % of that budget.
 
     Returns
@@ -1529,9 +1588,9 @@ def time_rope_routes(
 
     import torch
 
-    batch, heads, T = (
+    batch, heads, N = (
         check_positive_int(value, name)
-        for name, value in (("batch", batch), ("heads", heads), ("T", T))
+        for name, value in (("batch", batch), ("heads", heads), ("N", N))
     )
     repeats = check_positive_int(
         repeats, "repeats", maximum=_MAX_REPEATS, hint="medians need no more than a few dozen"
@@ -1539,22 +1598,22 @@ def time_rope_routes(
     d = check_dim(d)
     seed = check_seed(seed)
     check_elements(
-        2 * batch * heads * T * d,
-        f"the query and key tensors of shape (batch, heads, T, d) = ({batch}, {heads}, {T}, {d})",
+        2 * batch * heads * N * d,
+        f"the query and key tensors of shape (batch, heads, N, d) = ({batch}, {heads}, {N}, {d})",
     )
-    check_elements(T * d * d, f"the explicit route's T = {T} matrices of shape (d, d) = ({d}, {d})")
-    work = repeats * batch * heads * T * d * d  # the explicit route's multiply-adds dominate
+    check_elements(N * d * d, f"the explicit route's N = {N} matrices of shape (d, d) = ({d}, {d})")
+    work = repeats * batch * heads * N * d * d  # the explicit route's multiply-adds dominate
     if work > _MAX_TIMING_WORK:
         raise ValueError(
-            f"repeats * batch * heads * T * d * d = {work} multiply-adds of the explicit route "
+            f"repeats * batch * heads * N * d * d = {work} multiply-adds of the explicit route "
             f"exceed the timing budget of {_MAX_TIMING_WORK} (2**32); lower repeats or the shape"
         )
     gen = torch.Generator().manual_seed(seed % (1 << 63))
-    q, k = torch.randn(2, batch, heads, T, d, generator=gen)
-    q_l, k_l = q.transpose(1, 2), k.transpose(1, 2)  # LLaMA's (batch, T, heads, d) views
+    q, k = torch.randn(2, batch, heads, N, d, generator=gen)
+    q_l, k_l = q.transpose(1, 2), k.transpose(1, 2)  # LLaMA's (batch, N, heads, d) views
     q_np, k_np = q.numpy(), k.numpy()
-    pos = np.arange(T)
-    freqs_cis = llama_precompute_freqs_cis(d, T)
+    pos = np.arange(N)
+    freqs_cis = llama_precompute_freqs_cis(d, N)
     cos, sin = rotate_half_cos_sin(pos, d)
     routes = {
         "explicit matrix": lambda: (apply_rope_matrix(q_np, pos), apply_rope_matrix(k_np, pos)),

@@ -202,6 +202,7 @@ BY_NAME = {
     "batch": "count",
     "heads": "count",
     "T": "count",
+    "N": "count",
     "offset": "count0",
     "token": "count0",
     "step": "count",
@@ -330,7 +331,11 @@ CONTRACTS: dict[str, Contract] = {
     "plot_encoding": C({"length": 16, "d": 8}),
     "rotation_matrix": C({"m": 3, "d": 8}, m="position"),
     "symbolic_rotation_matrix": C({"m": "m", "d": 4}, m="other", symbol="other"),
-    "apply_rope": C({"x": _x(3, 8), "positions": [0, 1, 2]}, x="array"),
+    "apply_rope": C(
+        {"x": _x(3, 8), "positions": [0, 1, 2], "rotary_dim": 4},
+        x="array",
+        rotary_dim="dim",
+    ),
     "apply_rope_matrix": C({"x": _x(3, 8), "positions": [0, 1, 2]}, x="array"),
     "llama_precompute_freqs_cis": C({"d": 8, "end": 4}),
     "llama_apply_rotary_emb": C(
@@ -376,7 +381,7 @@ CONTRACTS: dict[str, Contract] = {
     ),
     "float32_angle_error": C({"positions": [0, 1, 2], "d": 8}),
     "apply_rope_refusals": C({}),
-    "time_rope_routes": C({"T": 8, "d": 8, "repeats": 1}),
+    "time_rope_routes": C({"N": 8, "d": 8, "repeats": 1}),
     "plot_rotation_2d": C({}, q="array", k="array", positions="other"),
     "plot_layout_mismatch": C({"d": 8, "max_distance": 8}, max_distance="count"),
     "plot_accuracy": C({"d": 8, "max_position": 100, "num": 3}),
@@ -543,6 +548,8 @@ CONTRACTS: dict[str, Contract] = {
 # Range violations that a kind's family does not cover, per function and argument.
 EXTRA_BAD: dict[tuple[str, str], list[Any]] = {
     ("monte_carlo_score", "rho"): [1.5, -1.5],
+    # more coordinates than the head (d = 8) has; a float-held integer
+    ("apply_rope", "rotary_dim"): [10, 4.0],
     # real positions and shifts of the sinusoidal encodings: finite, within MAX_POSITION
     ("sinusoidal", "positions"): [[0.0, 1e300]],
     ("complex_encoding", "positions"): [[0.0, 1e300]],
@@ -602,6 +609,8 @@ ALLOWED: dict[tuple[str, str], list[Any]] = {
     ("diagonal_h_parts", "n"): [_FRACTIONAL_POSITIONS],
     ("shift_matrix", "k"): [_FRACTIONAL_SHIFT],
     ("qk_scores", "n_kv_heads"): [None],
+    # None rotates the whole head
+    ("apply_rope", "rotary_dim"): [None],
     ("qk_scores", "b_q"): [None],
     ("qk_scores", "b_k"): [None],
     ("float32_margin", "inv_freq"): [None],

@@ -225,6 +225,23 @@ def test_transforms_and_modes_keep_the_eager_route(calls):
     assert calls == [(3, 5, 8)]
 
 
+def test_partial_rotation_keeps_the_eager_route(calls):
+    """rotary_dim < d: the rotated coordinates are a strided slice of each row, which the
+    kernel (contiguous rows only) does not take; the numbers are the reference's, and the
+    other coordinates are copied exactly."""
+    rng = np.random.default_rng(8)
+    x = torch.from_numpy(rng.standard_normal((2, 3, 9, 32))).float()
+    pos = rng.integers(0, 10**5, size=9)
+    y = apply_rope(x, pos, 10000.0, "half", rotary_dim=8)
+    assert calls == [] and y.shape == x.shape and y.dtype == x.dtype
+    assert torch.equal(y[..., 8:], x[..., 8:])
+    xd = x.double().numpy()
+    expected = rope_2x2(xd[..., :8], pos, 10000.0, "half")
+    assert np.all(np.abs(y[..., :8].double().numpy() - expected) <= 1e-6 * _pair_scale(xd[..., :8]))
+    apply_rope(x, pos, 10000.0, "half", rotary_dim=32)  # the whole head: the kernel
+    assert calls == [(2, 3, 9, 32)]
+
+
 # ------------------------------------------------------------------------ fallback
 
 

@@ -468,6 +468,217 @@ def test_teaching_routes_equal_hugging_face_exactly(hf):
     torch.testing.assert_close(apply_rotate_half(x, cos, sin), q_hf, rtol=0, atol=0)
 
 
+def test_hugging_face_builds_tables_per_sequence(hf):
+    """Chapter 5: current Hugging Face code builds cos and sin of shape (batch, N, d) from
+    position_ids of shape (batch, N), one table per sequence, and apply_rotary_pos_emb
+    unsqueezes them to (batch, 1, N, d); rope_lib's teaching tables are (N, d)."""
+    batch, N, d = 3, 6, 16
+    x = torch.randn(batch, 2, N, d)
+    position_ids = torch.stack([torch.arange(N) + 10 * b for b in range(batch)])
+    cos, sin = hf.make_rotary(d, 10000.0)(x, position_ids)
+    assert tuple(cos.shape) == tuple(sin.shape) == (batch, N, d)
+    assert not torch.equal(cos[0], cos[1])  # each sequence its own positions
+    q_hf, _ = hf.apply_rotary_pos_emb(x, x, cos, sin)
+    for b in range(batch):
+        ours = apply_rope(x[b], position_ids[b], 10000.0, "half")
+        assert (ours - q_hf[b]).abs().max().item() < 1e-5
+    assert tuple(rotate_half_cos_sin(np.arange(N), d)[0].shape) == (N, d)
+
+
+# ---------------------------------------------------------- partial rotation (rotary_dim)
+
+
+def rope_partial(x, positions, base, layout, r):
+    """The reference for rotary_dim = r: rope_2x2 on the first r coordinates (frequencies
+    base**(-2i/r) from Python's math), the other coordinates copied."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.concatenate((rope_2x2(x[..., :r], positions, base, layout), x[..., r:]), axis=-1)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize(("d", "r"), [(8, 2), (8, 4), (12, 6), (16, 8), (96, 24), (10, 10)])
+def test_partial_rotation_matches_reference(layout, d, r):
+    rng = np.random.default_rng(d * 100 + r)
+    x = rng.standard_normal((2, 3, 7, d))
+    pos = rng.integers(-(10**6), 10**6, size=7)
+    expected = rope_partial(x, pos, 500.0, layout, r)
+    got = apply_rope(x, pos, 500.0, layout, rotary_dim=r)
+    assert type(got) is np.ndarray and got.dtype == np.float64 and got.shape == x.shape
+    np.testing.assert_allclose(got, expected, atol=1e-9)
+    np.testing.assert_array_equal(got[..., r:], x[..., r:])  # passed through exactly
+    t = torch.from_numpy(x)
+    got_t = apply_rope(t, pos, 500.0, layout, rotary_dim=r)
+    assert got_t.dtype == torch.float64 and got_t.shape == t.shape
+    np.testing.assert_allclose(got_t.numpy(), expected, atol=1e-9)
+    assert torch.equal(got_t[..., r:], t[..., r:])
+    f32 = apply_rope(t.float(), pos, 500.0, layout, rotary_dim=r)
+    assert f32.dtype == torch.float32 and f32.shape == t.shape
+    assert np.abs(f32.double().numpy() - expected).max() < 1e-5 * np.abs(x).max()
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_rotary_dim_of_the_whole_head_is_the_default(layout):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((3, 5, 16))
+    pos = [0, 7, -3, 10**5, 2**31]
+    full = apply_rope(x, pos, layout=layout)
+    for r in (None, 16, np.int64(16)):
+        np.testing.assert_array_equal(apply_rope(x, pos, layout=layout, rotary_dim=r), full)
+    t = torch.from_numpy(x).float()
+    assert torch.equal(
+        apply_rope(t, pos, layout=layout, rotary_dim=16), apply_rope(t, pos, layout=layout)
+    )
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_partial_rotation_keeps_scores_relative_and_is_differentiable(layout):
+    """Partial rotation is RoPE whose last (d - r)/2 pairs have frequency 0: scores depend
+    on n - m only, and the gradient is the inverse rotation of the rotated part."""
+    rng = np.random.default_rng(12)
+    d, r = 16, 4
+    q, k = rng.standard_normal((2, d))
+    s1 = (
+        apply_rope(q[None], [40], rotary_dim=r, layout=layout)[0]
+        @ apply_rope(k[None], [10], rotary_dim=r, layout=layout)[0]
+    )
+    s2 = (
+        apply_rope(q[None], [10**6 + 30], rotary_dim=r, layout=layout)[0]
+        @ apply_rope(k[None], [10**6], rotary_dim=r, layout=layout)[0]
+    )
+    assert abs(s1 - s2) < 1e-9
+    x = torch.tensor(rng.standard_normal((2, 5, d)), requires_grad=True)
+    pos = [0, 3, -7, 100, 10**6]
+    y = apply_rope(x, pos, 10000.0, layout, rotary_dim=r)
+    g = rng.standard_normal((2, 5, d))
+    (y * torch.from_numpy(g)).sum().backward()
+    expected = rope_partial(g, [-m for m in pos], 10000.0, layout, r)
+    np.testing.assert_allclose(x.grad.numpy(), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("head", "pct", "base"),
+    [
+        (96, 0.25, 10000.0),
+        (128, 0.25, 10000.0),
+        (32, 0.25, 10000.0),
+        (40, 0.5, 500.0),
+        (16, 1.0, 10000.0),
+    ],
+)
+def test_partial_rotation_matches_gpt_neox_attention(monkeypatch, head, pct, base):
+    """Hugging Face's GPTNeoXAttention on random weights: rope_lib's half layout with
+    rotary_dim = rotary_ndims = int(rotary_pct * head) rotates q and k as its code path
+    does (the inverse frequencies from rotary_ndims), and the attention output agrees.
+    (96, 0.25) is GPT-NeoX-20B's head (6144 / 64) and fraction, (128, 0.25) Pythia 6.9B's."""
+    from transformers import GPTNeoXConfig
+    from transformers.models.gpt_neox import modeling_gpt_neox as neox
+
+    heads, N, batch = 3, 9, 2
+    config = GPTNeoXConfig(
+        hidden_size=heads * head,
+        num_attention_heads=heads,
+        rotary_pct=pct,
+        rotary_emb_base=base,
+        intermediate_size=8,
+        num_hidden_layers=1,
+        vocab_size=8,
+    )
+    config._attn_implementation = "eager"
+    torch.manual_seed(head)
+    attn = neox.GPTNeoXAttention(config, layer_idx=0).eval()
+    r = attn.rotary_ndims
+    assert r == int(head * pct)
+    x = torch.randn(batch, N, heads * head)
+    position_ids = torch.arange(N)[None].expand(batch, N)
+    cos, sin = neox.GPTNeoXRotaryEmbedding(config)(x, position_ids)
+    seen = {}
+    real = neox.apply_rotary_pos_emb
+
+    def spy(q, k, c, s, *args, **kwargs):
+        out = real(q, k, c, s, *args, **kwargs)
+        seen.update(q=q, k=k, q_rot=out[0], k_rot=out[1])
+        return out
+
+    monkeypatch.setattr(neox, "apply_rotary_pos_emb", spy)
+    with torch.no_grad():
+        out_hf, _ = attn(x, attention_mask=None, position_embeddings=(cos, sin))
+        # q, k, v from the weights, as GPT-NeoX lays them out: per head [q | k | v]
+        W, b = attn.query_key_value.weight, attn.query_key_value.bias
+        qkv = (x @ W.T + b).view(batch, N, heads, 3 * head).transpose(1, 2)
+        q, k, v = qkv.chunk(3, dim=-1)
+        assert (q - seen["q"]).abs().max().item() < 1e-5
+        pos = np.arange(N)
+        q_rot = apply_rope(q, pos, base, "half", rotary_dim=r)
+        k_rot = apply_rope(k, pos, base, "half", rotary_dim=r)
+        scale = x.abs().max().item() * W.abs().max().item() * heads * head
+        # HF's float32 tables at positions below 9: errors near 1e-7 of the entries
+        assert (q_rot - seen["q_rot"]).abs().max().item() < 1e-6 * scale
+        assert (k_rot - seen["k_rot"]).abs().max().item() < 1e-6 * scale
+        weights = torch.softmax(q_rot @ k_rot.transpose(-1, -2) / head**0.5, dim=-1)
+        ours = (weights @ v).transpose(1, 2).reshape(batch, N, heads * head)
+        ours = ours @ attn.dense.weight.T + attn.dense.bias
+        assert (ours - out_hf).abs().max().item() < 1e-5 * max(1.0, out_hf.abs().max().item())
+        if r < head:  # the whole head rotated instead: not GPT-NeoX
+            wrong = apply_rope(q, pos, base, "half")
+            assert (wrong - seen["q_rot"]).abs().max().item() > 1e-2
+
+
+@pytest.mark.parametrize(("head", "r"), [(64, 16), (256, 64), (32, 32)])
+def test_partial_rotation_matches_gpt_j_attention(head, r):
+    """Hugging Face's GPTJAttention (rotate_every_two, the interleaved layout, over the first
+    rotary_dim coordinates; frequencies from rotary_dim, base 1e4): the queries and keys its
+    code path hands to the attention product.  (256, 64) is GPT-J-6B's head and rotary_dim."""
+    from transformers import GPTJConfig
+    from transformers.models.gptj import modeling_gptj as gptj
+
+    heads, N, batch = 2, 9, 2
+    config = GPTJConfig(
+        n_embd=heads * head,
+        n_head=heads,
+        rotary_dim=r,
+        n_positions=64,
+        n_layer=1,
+        vocab_size=8,
+        bos_token_id=None,
+        eos_token_id=None,
+    )
+    config._attn_implementation = "eager"
+    torch.manual_seed(r)
+    attn = gptj.GPTJAttention(config, layer_idx=0).eval()
+    x = torch.randn(batch, N, heads * head)
+    seen = {}
+    real = attn._attn
+
+    def spy(query, key, value, attention_mask=None):
+        seen.update(q=query, k=key)
+        return real(query, key, value, attention_mask)
+
+    attn._attn = spy
+    with torch.no_grad():
+        attn(x, position_ids=torch.arange(N)[None].expand(batch, N))
+        pos = np.arange(N)
+        for name, proj in (("q", attn.q_proj), ("k", attn.k_proj)):
+            y = (x @ proj.weight.T).view(batch, N, heads, head).transpose(1, 2)
+            ours = apply_rope(y, pos, 10000.0, "interleaved", rotary_dim=r)
+            assert (ours - seen[name]).abs().max().item() < 1e-5 * y.abs().max().item()
+            if r < head:  # GPT-J's layout is interleaved, not half
+                other = apply_rope(y, pos, 10000.0, "half", rotary_dim=r)
+                assert (other - seen[name]).abs().max().item() > 1e-2
+
+
+def test_rotary_dim_is_validated():
+    x = np.zeros((4, 8))
+    pos = np.arange(4)
+    for bad in (3, 0, -2, 10, 1):
+        with pytest.raises(ValueError, match=r"rotary_dim must be None .* 2 <= rotary_dim <= d"):
+            apply_rope(x, pos, rotary_dim=bad)
+    for bad in (4.0, "4", True, [4], 2.5, torch.tensor(4)):
+        with pytest.raises(TypeError, match="rotary_dim"):
+            apply_rope(x, pos, rotary_dim=bad)
+    with pytest.raises(ValueError, match="rotary_dim"):
+        apply_rope(torch.zeros(2, 4, 8), pos, rotary_dim=12)
+
+
 @pytest.mark.parametrize(("d", "base"), [(16, 10000.0), (64, 10000.0), (128, 1000.0)])
 def test_interleaved_matches_rotary_embedding_torch(d, base):
     from rotary_embedding_torch import RotaryEmbedding
@@ -687,6 +898,41 @@ def test_accuracy_promise_against_mpmath(base, layout):
     assert max(np.abs(c_lib[0] - c_mp).max(), np.abs(s_lib[0] - s_mp).max()) <= 2.0**-25
 
 
+def _lib_table_error_mp(m: int, d: int, base: float) -> float:
+    """Largest |table - exact| of the "rope_lib" tables at position m, exact = mpmath at 50
+    digits (the float32 table values are compared in mpmath, not rounded first)."""
+    c, s = cos_sin_tables([m], d, base, "rope_lib")
+    with mpmath.workdps(50):
+        err = mpmath.mpf(0)
+        for i in range(d // 2):
+            angle = mpmath.mpf(m) * mpmath.power(mpmath.mpf(base), mpmath.mpf(-2 * i) / d)
+            err = max(
+                err,
+                abs(mpmath.mpf(float(c[0, i])) - mpmath.cos(angle)),
+                abs(mpmath.mpf(float(s[0, i])) - mpmath.sin(angle)),
+            )
+        return float(err)
+
+
+@pytest.mark.parametrize("base", [1.5, 10.0, 10000.0, 500000.0, 1e9])
+def test_rope_lib_tables_against_mpmath_up_to_2_to_32(base):
+    """cos_sin_tables' documented accuracy of the "rope_lib" tables against an exact
+    reference: at most 2**-25 + |m| 2**-52 (the float32 rounding plus the float64 angle's
+    error), so within 5 % of the float32 rounding up to |m| = 1e7; at 1e9 and 2**32 more
+    than the float32 rounding, which table_error's float64 reference cannot see."""
+    d = 128
+    for m in (1, 10**6, 10**7, 10**8, 10**9, 2**32):
+        err = _lib_table_error_mp(m, d, base)
+        assert err <= 2.0**-25 + m * 2.0**-52 + 1e-15
+        if m <= 10**7:
+            assert err <= 1.05 * 2.0**-25
+    if base == 10000.0:  # the numbers chapter 5 and the docstring quote
+        for m, quoted in ((10**9, 7.7e-8), (2**32, 2.5e-7)):
+            err = _lib_table_error_mp(m, d, base)
+            assert abs(err - quoted) < 0.05 * quoted and err > 2.0**-25
+            assert table_error([m], d, base, "rope_lib")[0] <= 2.0**-25  # blind to it
+
+
 def test_usual_float32_recipe_is_inaccurate_at_large_positions():
     d, base = 128, 10000.0
     c, s = cos_sin_tables([10**6, 10**7], d, base, "float32")
@@ -814,6 +1060,7 @@ def test_apply_rope_refusals():
         "one position for 4 rows",
         "one axis",
         "integer tensor",
+        "rotary_dim 10 of d = 8",
     ]
     expected_words = [
         "x.shape[-1]",
@@ -823,6 +1070,7 @@ def test_apply_rope_refusals():
         "positions",
         "at least 2 axes",
         "x must be",
+        "rotary_dim must be",
     ]
     for (kind, message), word in zip(said.values(), expected_words, strict=True):
         assert kind in ("ValueError", "TypeError")
@@ -843,7 +1091,7 @@ TIMED_ROUTES = [
 def test_time_rope_routes_reports_every_route():
     """No assert on speed: only that every route ran and got a positive, finite time."""
     threads = torch.get_num_threads()
-    times = time_rope_routes(batch=1, heads=2, T=16, d=8, repeats=3)
+    times = time_rope_routes(batch=1, heads=2, N=16, d=8, repeats=3)
     assert list(times) == TIMED_ROUTES
     assert all(np.isfinite(t) and t > 0 for t in times.values())
     assert torch.get_num_threads() == threads
@@ -914,6 +1162,61 @@ def _requires_grad(*arrays, dtype=torch.float64):
 
 
 GRAD_POSITIONS = [0, 3, -7, 100, 10**6]
+
+
+def _new_tensors(fn) -> tuple[int, list[str]]:
+    """Run ``fn`` under a torch dispatch mode; return how many tensors its aten ops created
+    with storage of their own (not a view, not an in-place result), and the op names."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    ops: list[tuple[str, int]] = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            inputs = tree_flatten((args, kwargs))[0]
+            given = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
+            made = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+            ops.append(
+                (func.__name__, sum(t.untyped_storage().data_ptr() not in given for t in made))
+            )
+            return out
+
+    with Record():
+        fn()
+    return sum(n for _, n in ops), [name for name, _ in ops]
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_apply_rope_allocations_are_as_chapter_5_says(layout):
+    """Chapter 5's account of the torch route (the eager route, which every tensor below the
+    fused kernel's size limit takes): float32 and float64 outside autograd, one new tensor,
+    the output; float16 and bfloat16, two more (the float32 copy of x, the result converted
+    back); under autograd the half layout builds its result out of place; rotary_dim < d adds
+    the concatenation with the passed-through coordinates (and, interleaved, a contiguous copy
+    of the rotated slice)."""
+    pos = np.arange(5)
+
+    def count(x, **kwargs):
+        apply_rope(x, pos, layout=layout, **kwargs)  # tables cached first, as in a model
+        return _new_tensors(lambda: apply_rope(x, pos, layout=layout, **kwargs))
+
+    for dtype in (torch.float32, torch.float64):
+        assert count(torch.randn(2, 5, 16, dtype=dtype))[0] == 1
+    # not contiguous: the interleaved layout copies it once first
+    strided = torch.randn(5, 2, 16).transpose(0, 1)
+    assert count(strided)[0] == (1 if layout == "half" else 2)
+    for dtype in (torch.float16, torch.bfloat16):
+        n, ops = count(torch.randn(2, 5, 16).to(dtype))
+        assert n == 3 and ops.count("_to_copy.default") == 2
+    n, ops = count(torch.randn(2, 5, 16, requires_grad=True))
+    if layout == "half":
+        assert n > 3 and "cat.default" in ops
+    else:
+        assert n == 1  # the complex product is differentiable as it is
+    n, ops = count(torch.randn(2, 5, 16), rotary_dim=8)
+    assert n == (2 if layout == "half" else 3) and "cat.default" in ops
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
@@ -1305,7 +1608,7 @@ def test_size_and_time_limits_are_checked_before_allocating():
     with pytest.raises(ValueError, match="repeats"):
         time_rope_routes(repeats=10**6)
     with pytest.raises(ValueError, match="repeats"):
-        time_rope_routes(T=2048, d=128, repeats=500)  # past the 2**32 work budget
+        time_rope_routes(N=2048, d=128, repeats=500)  # past the 2**32 work budget
     with pytest.raises(ValueError, match="heads"):
         time_rope_routes(heads=10**12)
     with pytest.raises(ValueError, match="seed"):
@@ -1478,7 +1781,7 @@ def test_plot_rotation_2d_bounds_the_arrows(arg):
 def test_time_rope_routes_accepts_any_seed():
     """Fuzz item 25: seed = 2**64 + 5 overflowed torch's generator; the seed is reduced
     modulo 2**63, as documented."""
-    times = time_rope_routes(T=8, d=8, repeats=1, seed=2**64 + 5)
+    times = time_rope_routes(N=8, d=8, repeats=1, seed=2**64 + 5)
     assert list(times) == TIMED_ROUTES
     assert all(t > 0 for t in times.values())
 
