@@ -605,13 +605,14 @@ def interaction_along_ray(
               \boldsymbol p_n) - f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n)
               - f(\boldsymbol x_m, \boldsymbol x_n + \boldsymbol p_n)
               + f(\boldsymbol x_m, \boldsymbol x_n),
-              \qquad c(\varepsilon) = \boldsymbol p_m^\top \mathcal H \boldsymbol p_n,
+              \qquad \mathcal I_2(\varepsilon) = \boldsymbol p_m^\top \mathcal H \boldsymbol p_n,
 
     both evaluated with ``dps`` significant digits (mpmath). :math:`\mathcal I` is the whole
     part of :math:`\tilde f` that couples the two positions
-    (:meth:`SecondOrderExpansion.interaction`); :math:`\mathcal I - c = O(\varepsilon^3)` is
-    the coupling that the cross term misses. Unlike the
-    remainder of :func:`expansion_error` it contains no single-position terms.
+    (:meth:`SecondOrderExpansion.interaction`), and :math:`\mathcal I_2` is its second-order
+    part, the cross term; :math:`\mathcal I - \mathcal I_2 = O(\varepsilon^3)` is the coupling
+    that the cross term misses. Unlike the remainder of :func:`expansion_error` it contains no
+    single-position terms.
 
     Parameters
     ----------
@@ -622,8 +623,8 @@ def interaction_along_ray(
     -------
     dict
         ``"interaction"``: :math:`\mathcal I(\varepsilon)`; ``"cross"``:
-        :math:`c(\varepsilon)` (both signed); ``"beyond_cross"``: :math:`|\mathcal
-        I(\varepsilon) - c(\varepsilon)|`. Each a
+        :math:`\mathcal I_2(\varepsilon)` (both signed); ``"beyond_cross"``:
+        :math:`|\mathcal I(\varepsilon) - \mathcal I_2(\varepsilon)|`. Each a
         float64 array, one entry per ``eps``.
     """
     x, u, eps, dps = _ray(expansion, point, eps, dps)
@@ -792,14 +793,14 @@ def plot_term_sizes(
     Arguments as in :func:`plot_error_order` (default :math:`\varepsilon` from
     :math:`10^{-2}` to 3). In the upper panel the constant is flat, the linear terms rise with
     slope 1, the quadratic and cross terms with slope 2, the remainder with slope 3. With
-    ``interaction`` (default) an eighth, dashed curve shows :math:`|\mathcal I - c|`, the
-    part of the exact interaction :math:`\mathcal I` (:func:`interaction_along_ray`) that the
-    cross term :math:`c = \boldsymbol p_m^\top \mathcal H \boldsymbol p_n` misses, and a
-    lower panel shows the ratio :math:`\mathcal I/c` on a logarithmic
-    :math:`\varepsilon` axis, with the band :math:`0.9 \le \mathcal I/c \le 1.1` shaded and
-    the lines :math:`\mathcal I/c = 1` and :math:`0` drawn. The ratio tends to 1 as
-    :math:`\varepsilon \to 0`; the dashed curve exceeds the cross term exactly where
-    :math:`\mathcal I/c < 0` or :math:`\mathcal I/c > 2`.
+    ``interaction`` (default) an eighth, dashed curve shows :math:`|\mathcal I - \mathcal
+    I_2|`, the part of the exact interaction :math:`\mathcal I` (:func:`interaction_along_ray`)
+    that the cross term :math:`\mathcal I_2 = \boldsymbol p_m^\top \mathcal H \boldsymbol p_n`
+    misses, and a lower panel shows the ratio :math:`\mathcal I/\mathcal I_2` on a logarithmic
+    :math:`\varepsilon` axis, with the band :math:`0.9 \le \mathcal I/\mathcal I_2 \le 1.1`
+    shaded and the lines :math:`\mathcal I/\mathcal I_2 = 1` and :math:`0` drawn. The ratio
+    tends to 1 as :math:`\varepsilon \to 0`; the dashed curve exceeds the cross term exactly
+    where :math:`\mathcal I/\mathcal I_2 < 0` or :math:`\mathcal I/\mathcal I_2 > 2`.
 
     Returns
     -------
@@ -858,7 +859,7 @@ def plot_term_sizes(
         ratio,
         lw=2.2,
         color="black",
-        label=r"$\mathcal{I} / \boldsymbol{p}_m^\top \mathcal{H} \boldsymbol{p}_n$",
+        label=r"$\mathcal{I} / \mathcal{I}_2$",
     )
     ax_ratio.axhspan(0.9, 1.1, color=plotting.PALETTE[5], alpha=0.25, lw=0, label="within 10%")
     ax_ratio.axhline(1.0, color="0.3", lw=1.0, linestyle=":")
