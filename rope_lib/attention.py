@@ -19,8 +19,8 @@ cannot see the order of its inputs. This module computes
   other tokens, and that permuting the tokens permutes the outputs;
 * :func:`plot_reordering_weights` and :func:`plot_token_output`: the chapter's figures.
 
-Conventions: tokens are rows. A sequence of :math:`T` tokens of width :math:`d_\text{model}`
-is an array ``x`` of shape ``(..., T, d_model)``; the projections act on columns,
+Conventions: tokens are rows. A sequence of :math:`N` tokens of width :math:`d_\text{model}`
+is an array ``x`` of shape ``(..., N, d_model)``; the projections act on columns,
 :math:`\boldsymbol q_m = \boldsymbol W_q \boldsymbol x_m`, so in row form
 :math:`\boldsymbol Q = \boldsymbol X \boldsymbol W_q^\top`.
 """
@@ -58,7 +58,7 @@ sp = lazy_import("sympy")
 
 #: Largest number of bar groups (coordinates of the output) in :func:`plot_token_output`.
 _MAX_PLOT_WIDTH = 256
-#: Largest number of words in the figures: each heatmap annotates all T**2 weights.
+#: Largest number of words in the figures: each heatmap annotates all N**2 weights.
 _MAX_PLOT_WORDS = 32
 
 __all__ = [
@@ -235,7 +235,7 @@ def attention_weights(q: Any, k: Any, causal: bool = False):
     Parameters
     ----------
     q : numpy.ndarray or torch.Tensor
-        Queries, shape ``(..., T, d)``.
+        Queries, shape ``(..., N, d)``.
     k : numpy.ndarray or torch.Tensor
         Keys, shape ``(..., S, d)``; batch dimensions broadcast against those of ``q``.
     causal : bool
@@ -244,7 +244,7 @@ def attention_weights(q: Any, k: Any, causal: bool = False):
     Returns
     -------
     numpy.ndarray or torch.Tensor
-        Shape ``(..., T, S)``; every row is a probability vector (with ``causal``, row
+        Shape ``(..., N, S)``; every row is a probability vector (with ``causal``, row
         :math:`m` is zero beyond column :math:`m`).
 
     Raises
@@ -262,7 +262,7 @@ def _attention_weights(q: Any, k: Any, causal: bool, use_torch: bool, culprit: s
     """:func:`attention_weights` for validated arrays; ``culprit`` names the caller's
     arguments in the refusal of scores that overflow (``"q and k are"``, or ``"x (with w_q
     and w_k) is"`` when self-attention made q and k)."""
-    _check_ndim(q, "q", "T, d")
+    _check_ndim(q, "q", "N, d")
     _check_ndim(k, "k", "S, d")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
@@ -309,7 +309,7 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, causal: bool = False):
     Parameters
     ----------
     q : numpy.ndarray or torch.Tensor
-        Queries, shape ``(..., T, d)``.
+        Queries, shape ``(..., N, d)``.
     k : numpy.ndarray or torch.Tensor
         Keys, shape ``(..., S, d)``.
     v : numpy.ndarray or torch.Tensor
@@ -320,7 +320,7 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, causal: bool = False):
     Returns
     -------
     numpy.ndarray or torch.Tensor
-        Outputs of shape ``(..., T, d_v)``; NumPy in, NumPy out (integers promoted to
+        Outputs of shape ``(..., N, d_v)``; NumPy in, NumPy out (integers promoted to
         float64), torch in, torch out with the inputs' dtype and device.
     """
     causal = _check_causal(causal)
@@ -357,7 +357,7 @@ def self_attention(x: Any, w_q: Any, w_k: Any, w_v: Any, causal: bool = False):
     Parameters
     ----------
     x : numpy.ndarray or torch.Tensor
-        Token vectors as rows, shape ``(..., T, d_model)``.
+        Token vectors as rows, shape ``(..., N, d_model)``.
     w_q, w_k : numpy.ndarray or torch.Tensor
         Query and key projections, shape ``(d, d_model)``.
     w_v : numpy.ndarray or torch.Tensor
@@ -368,7 +368,7 @@ def self_attention(x: Any, w_q: Any, w_k: Any, w_v: Any, causal: bool = False):
     Returns
     -------
     numpy.ndarray or torch.Tensor
-        Outputs, shape ``(..., T, d_v)``.
+        Outputs, shape ``(..., N, d_v)``.
 
     Raises
     ------
@@ -378,7 +378,7 @@ def self_attention(x: Any, w_q: Any, w_k: Any, w_v: Any, causal: bool = False):
     """
     causal = _check_causal(causal)
     use_torch, (x, w_q, w_k, w_v) = _inputs(["x", "w_q", "w_k", "w_v"], [x, w_q, w_k, w_v])
-    _check_ndim(x, "x", "T, d_model")
+    _check_ndim(x, "x", "N, d_model")
     for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
         if w.ndim != 2 or w.shape[1] != x.shape[-1]:
             raise ValueError(
@@ -429,7 +429,7 @@ def equivariance_gap(x: Any, perm: Any, w_q: Any, w_k: Any, w_v: Any) -> float:
     Parameters
     ----------
     x : array_like
-        Tokens as rows, shape ``(..., T, d_model)``.
+        Tokens as rows, shape ``(..., N, d_model)``.
     perm : sequence of int
         A permutation of ``0..T-1``.
     w_q, w_k, w_v : array_like
@@ -441,7 +441,7 @@ def equivariance_gap(x: Any, perm: Any, w_q: Any, w_k: Any, w_v: Any) -> float:
         The largest absolute difference.
     """
     use_torch, (x,) = _inputs(["x"], [x])
-    _check_ndim(x, "x", "T, d_model")
+    _check_ndim(x, "x", "N, d_model")
     idx = _permutation(perm, x.shape[-2])
     out = self_attention(x, w_q, w_k, w_v)
     if use_torch:
@@ -540,7 +540,7 @@ def demo_projections(d: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray,
 
 def random_positions(n_positions: int, d: int = 4, seed: int = 0, scale: float = 1.0) -> np.ndarray:
     r"""Distinct random position vectors :math:`\boldsymbol p_0, \dots,
-    \boldsymbol p_{T-1} \sim \mathcal N(0, \text{scale}^2 \boldsymbol I_d)`.
+    \boldsymbol p_{N-1} \sim \mathcal N(0, \text{scale}^2 \boldsymbol I_d)`.
 
     Any distinct vectors break the permutation symmetry of attention; chapter
     ``sinusoidal`` derives a structured choice.
@@ -548,7 +548,7 @@ def random_positions(n_positions: int, d: int = 4, seed: int = 0, scale: float =
     Parameters
     ----------
     n_positions : int
-        Number of positions :math:`T`, >= 1, with ``n_positions * d`` at most ``MAX_ELEMENTS``.
+        Number of positions :math:`N`, >= 1, with ``n_positions * d`` at most ``MAX_ELEMENTS``.
     d : int
         Width, 1 to ``MAX_DIM``.
     seed : int
@@ -591,12 +591,12 @@ class SentenceAttention:
     words : tuple of str
         The tokens in sentence order.
     x : numpy.ndarray
-        Inputs, shape ``(T, d)``: word embeddings, plus :math:`\\boldsymbol p_m` at position
+        Inputs, shape ``(N, d)``: word embeddings, plus :math:`\\boldsymbol p_m` at position
         :math:`m` if positions were given.
     weights : numpy.ndarray
-        Attention weights, shape ``(T, T)``; row :math:`m` is what word :math:`m` attends to.
+        Attention weights, shape ``(N, N)``; row :math:`m` is what word :math:`m` attends to.
     output : numpy.ndarray
-        Outputs, shape ``(T, d)``.
+        Outputs, shape ``(N, d)``.
     """
 
     words: tuple[str, ...]
@@ -642,7 +642,7 @@ def sentence_attention(
     seed : int
         Seed of the embeddings and projections, >= 0.
     positions : array_like, optional
-        Finite position vectors, shape ``(T', d)`` with ``T' >= len(words)``; row :math:`m` is
+        Finite position vectors, shape ``(N', d)`` with ``N' >= len(words)``; row :math:`m` is
         added to the word at position :math:`m`. Vectors so large that the attention scores
         overflow float64 are refused.
 
@@ -668,7 +668,7 @@ def _sentence_attention(
         p = check_real_array(positions, "positions")
         if p.ndim != 2 or p.shape[1] != x.shape[1] or p.shape[0] < len(words):
             raise ValueError(
-                f"positions must have shape (T, d) with T >= {len(words)} and d = {x.shape[1]}, "
+                f"positions must have shape (N, d) with N >= {len(words)} and d = {x.shape[1]}, "
                 f"got {p.shape}"
             )
         x = x + p[: len(words)]
@@ -809,14 +809,14 @@ def symbolic_invariance(
 ) -> dict[tuple[int, ...], sp.Matrix]:
     r"""sympy check that a token's output does not depend on the order of the other tokens.
 
-    Tokens :math:`\boldsymbol x_0, \dots, \boldsymbol x_{T-1}` and the projections
+    Tokens :math:`\boldsymbol x_0, \dots, \boldsymbol x_{N-1}` and the projections
     :math:`\boldsymbol W_q, \boldsymbol W_k, \boldsymbol W_v` have symbolic real entries.
     For every permutation :math:`\sigma` that fixes the slot of ``token`` and reorders the
     others, the function returns the simplified difference
 
     .. math:: \boldsymbol o_\text{token}(\boldsymbol x_{\sigma(0)}, \dots,
-              \boldsymbol x_{\sigma(T-1)}) - \boldsymbol o_\text{token}(\boldsymbol x_0, \dots,
-              \boldsymbol x_{T-1}),
+              \boldsymbol x_{\sigma(N-1)}) - \boldsymbol o_\text{token}(\boldsymbol x_0, \dots,
+              \boldsymbol x_{N-1}),
 
     which is the zero vector. The original order itself is included (its difference is zero
     by construction and proves nothing; it serves only as a control); every other entry is a
@@ -829,8 +829,8 @@ def symbolic_invariance(
     Parameters
     ----------
     n_tokens : int
-        Number of tokens :math:`T`, 2 to 5 (the number of permutations grows as
-        :math:`(T-1)!`).
+        Number of tokens :math:`N`, 2 to 5 (the number of permutations grows as
+        :math:`(N-1)!`).
     d : int
         Width of tokens and head, 1 to 4.
     token : int
@@ -889,7 +889,7 @@ def symbolic_equivariance(perm: Sequence[int], d: int = 2) -> sp.Matrix:
     Returns
     -------
     sympy.Matrix
-        The simplified difference, shape ``(T, d)``: the zero matrix.
+        The simplified difference, shape ``(N, d)``: the zero matrix.
     """
     if (
         isinstance(perm, (str, bytes))
@@ -964,13 +964,13 @@ def plot_reordering_weights(
 
     A 2 x 2 grid of heatmaps: columns are the sentence and the sentence reordered by
     ``order`` (slot :math:`i` holds word ``order[i]``); the top row uses the word embeddings
-    alone, the bottom row adds :func:`random_positions` ``(T, d, position_seed,
+    alone, the bottom row adds :func:`random_positions` ``(N, d, position_seed,
     position_scale)``. Each cell is annotated with its weight :math:`A_{mn}`.
 
     Parameters
     ----------
     words : str or sequence of str
-        The sentence, at most 32 words (every heatmap annotates all :math:`T^2` weights).
+        The sentence, at most 32 words (every heatmap annotates all :math:`N^2` weights).
     order : sequence of int
         A permutation of ``0..T-1``.
     d, seed : int

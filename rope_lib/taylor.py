@@ -6,11 +6,15 @@ Chapter 2 (``chapters/02_taylor.md``) adds position vectors to two inputs of a m
 \boldsymbol p_n`:
 
 .. math:: \tilde f \approx f + \boldsymbol p_m^\top \nabla_m f + \boldsymbol p_n^\top \nabla_n f
-          + \tfrac12 \boldsymbol p_m^\top \boldsymbol H_{mm} \boldsymbol p_m
-          + \tfrac12 \boldsymbol p_n^\top \boldsymbol H_{nn} \boldsymbol p_n
+          + \tfrac12 \boldsymbol p_m^\top \mathcal H_{mm} \boldsymbol p_m
+          + \tfrac12 \boldsymbol p_n^\top \mathcal H_{nn} \boldsymbol p_n
           + \boldsymbol p_m^\top \mathcal H \boldsymbol p_n,
-          \qquad \mathcal H = \frac{\partial^2 f}{\partial \boldsymbol x_m
-          \partial \boldsymbol x_n^\top}.
+          \qquad \mathcal H = \mathcal H_{mn} = \frac{\partial^2 f}{\partial \boldsymbol x_m
+          \partial \boldsymbol x_n^\top},
+
+where :math:`\mathcal H_{mm}`, :math:`\mathcal H_{nn}` and :math:`\mathcal H_{mn}` are the blocks
+of the Hessian of :math:`f` in the two inputs (entries :math:`(\mathcal H_{mn})_{jl} =
+\partial^2 f/\partial x_{m,j}\partial x_{n,l}`).
 
 The vectors :math:`\boldsymbol x_m, \boldsymbol p_m` have the model width
 :math:`d_\text{model}`; the score model divides by :math:`\sqrt d`, :math:`d` the head
@@ -20,7 +24,7 @@ This module computes
 
 * :func:`second_order_expansion`: the six named terms for any sympy expression ``f``, and
   (method :meth:`SecondOrderExpansion.interaction`) the exact interaction
-  :math:`I = \tilde f(\boldsymbol p_m, \boldsymbol p_n) - \tilde f(\boldsymbol p_m, \boldsymbol 0)
+  :math:`\mathcal I = \tilde f(\boldsymbol p_m, \boldsymbol p_n) - \tilde f(\boldsymbol p_m, \boldsymbol 0)
   - \tilde f(\boldsymbol 0, \boldsymbol p_n) + \tilde f(\boldsymbol 0, \boldsymbol 0)`, the
   part of :math:`\tilde f` that is not a sum of single-position functions;
 * two concrete models for the chapter: :func:`score_model` (the attention score
@@ -114,8 +118,8 @@ _TERM_LABELS = {
     "constant": r"$f$",
     "linear_m": r"$\boldsymbol{p}_m^\top \nabla_m f$",
     "linear_n": r"$\boldsymbol{p}_n^\top \nabla_n f$",
-    "quadratic_m": r"$\frac{1}{2}\boldsymbol{p}_m^\top H_{mm} \boldsymbol{p}_m$",
-    "quadratic_n": r"$\frac{1}{2}\boldsymbol{p}_n^\top H_{nn} \boldsymbol{p}_n$",
+    "quadratic_m": r"$\frac{1}{2}\boldsymbol{p}_m^\top \mathcal{H}_{mm} \boldsymbol{p}_m$",
+    "quadratic_n": r"$\frac{1}{2}\boldsymbol{p}_n^\top \mathcal{H}_{nn} \boldsymbol{p}_n$",
     "cross": r"$\boldsymbol{p}_m^\top \mathcal{H} \boldsymbol{p}_n$",
 }
 
@@ -147,9 +151,10 @@ class SecondOrderExpansion:
     grad_m, grad_n : sympy.Matrix
         :math:`\nabla_m f` and :math:`\nabla_n f`, column vectors.
     hess_mm, hess_nn, hess_mn : sympy.Matrix
-        :math:`\partial^2 f/\partial x_m\partial x_m^\top`,
-        :math:`\partial^2 f/\partial x_n\partial x_n^\top` and the mixed Hessian
-        :math:`\mathcal H = \partial^2 f/\partial x_m\partial x_n^\top` (rows: :math:`x_m`).
+        :math:`\mathcal H_{mm} = \partial^2 f/\partial x_m\partial x_m^\top`,
+        :math:`\mathcal H_{nn} = \partial^2 f/\partial x_n\partial x_n^\top` and the mixed
+        Hessian :math:`\mathcal H = \mathcal H_{mn} = \partial^2 f/\partial x_m\partial x_n^\top`
+        (rows: :math:`x_m`).
     terms : dict
         The six terms keyed by :data:`TERM_NAMES`, each a sympy expression in ``x`` and ``p``.
     """
@@ -178,16 +183,16 @@ class SecondOrderExpansion:
     def interaction(self) -> sp.Expr:
         r"""The exact interaction of the two perturbations,
 
-        .. math:: I(\boldsymbol p_m, \boldsymbol p_n)
+        .. math:: \mathcal I(\boldsymbol p_m, \boldsymbol p_n)
                   = f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n + \boldsymbol p_n)
                   - f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n)
                   - f(\boldsymbol x_m, \boldsymbol x_n + \boldsymbol p_n)
                   + f(\boldsymbol x_m, \boldsymbol x_n).
 
         :math:`\tilde f = \tilde f(\boldsymbol p_m, \boldsymbol 0) + \tilde f(\boldsymbol 0,
-        \boldsymbol p_n) - f + I`: everything in :math:`\tilde f` that is not a sum of a
-        function of :math:`\boldsymbol p_m` and a function of :math:`\boldsymbol p_n` is in
-        :math:`I`. Its second-order part is the cross term
+        \boldsymbol p_n) - f + \mathcal I`: everything in :math:`\tilde f` that is not a sum of
+        a function of :math:`\boldsymbol p_m` and a function of :math:`\boldsymbol p_n` is in
+        :math:`\mathcal I`. Its second-order part is the cross term
         :math:`\boldsymbol p_m^\top \mathcal H \boldsymbol p_n`; unlike the remainder of the
         six-term expansion it holds no single-position terms of order three or higher.
         """
@@ -223,9 +228,9 @@ def second_order_expansion(
               = \underbrace{f}_{\text{constant}}
               + \underbrace{\boldsymbol p_m^\top \nabla_m f}_{\text{linear\_m}}
               + \underbrace{\boldsymbol p_n^\top \nabla_n f}_{\text{linear\_n}}
-              + \underbrace{\tfrac12 \boldsymbol p_m^\top \boldsymbol H_{mm}
+              + \underbrace{\tfrac12 \boldsymbol p_m^\top \mathcal H_{mm}
                 \boldsymbol p_m}_{\text{quadratic\_m}}
-              + \underbrace{\tfrac12 \boldsymbol p_n^\top \boldsymbol H_{nn}
+              + \underbrace{\tfrac12 \boldsymbol p_n^\top \mathcal H_{nn}
                 \boldsymbol p_n}_{\text{quadratic\_n}}
               + \underbrace{\boldsymbol p_m^\top \mathcal H \boldsymbol p_n}_{\text{cross}}
               + O(\lVert p\rVert^3),
@@ -358,8 +363,9 @@ def attention_output_model(
               \qquad s_{mn} = \frac{\boldsymbol x_m^\top \boldsymbol x_n}{\sqrt d},
 
     with readout :math:`\boldsymbol c` (default all ones). The expression is built in the
-    equivalent form :math:`\boldsymbol c^\top(\boldsymbol x_n + \sigma(s_{mm} - s_{mn})
-    (\boldsymbol x_m - \boldsymbol x_n))`, :math:`\sigma(z) = 1/(1 + e^{-z})`. Unlike
+    equivalent form :math:`\boldsymbol c^\top(\boldsymbol x_n + (\boldsymbol x_m -
+    \boldsymbol x_n)/(1 + e^{s_{mn} - s_{mm}}))`, the two-way softmax written as a logistic
+    function of the score difference. Unlike
     :func:`score_model`, ``f`` is not a polynomial: its Taylor series does not stop, and the
     second-order expansion leaves a remainder of third order.
 
@@ -398,8 +404,10 @@ def demo_point(d: int = 2, seed: int = 0) -> dict[str, np.ndarray]:
     r"""A base point and perturbation directions for the numerical checks.
 
     Returns the inputs :math:`\boldsymbol x_m, \boldsymbol x_n \sim \mathcal N(0,
-    \boldsymbol I_d)` and unit directions :math:`\boldsymbol u_m, \boldsymbol u_n`; the
-    perturbations are then :math:`\boldsymbol p = \varepsilon\boldsymbol u`.
+    \boldsymbol I_d)` and unit directions :math:`\hat{\boldsymbol p}_m, \hat{\boldsymbol p}_n`
+    (keys ``u_m``, ``u_n``); the perturbations are then :math:`\boldsymbol p_m =
+    \varepsilon\hat{\boldsymbol p}_m`, :math:`\boldsymbol p_n = \varepsilon\hat{\boldsymbol
+    p}_n`.
 
     Parameters
     ----------
@@ -534,8 +542,8 @@ def expansion_error(
     r"""The remainder of the second-order expansion along a ray.
 
     .. math:: r(\varepsilon) = \big|\tilde f(\varepsilon) - \textstyle\sum_{\text{six terms}}
-              (\varepsilon)\big|, \qquad \boldsymbol p_m = \varepsilon \boldsymbol u_m,\;
-              \boldsymbol p_n = \varepsilon \boldsymbol u_n,
+              (\varepsilon)\big|, \qquad \boldsymbol p_m = \varepsilon \hat{\boldsymbol p}_m,\;
+              \boldsymbol p_n = \varepsilon \hat{\boldsymbol p}_n,
 
     evaluated with ``dps`` significant digits (mpmath), so that round-off never hides a
     remainder as small as :math:`10^{-20}`. For a smooth ``f``, :math:`r = O(\varepsilon^3)`.
@@ -546,7 +554,8 @@ def expansion_error(
         From :func:`second_order_expansion`; its ``f`` may contain no symbols besides
         :math:`x` and :math:`p`.
     point : dict
-        ``x_m``, ``x_n`` (base point) and ``u_m``, ``u_n`` (directions), as from
+        ``x_m``, ``x_n`` (base point) and ``u_m``, ``u_n`` (the unit directions
+        :math:`\hat{\boldsymbol p}_m, \hat{\boldsymbol p}_n`), as from
         :func:`demo_point`: finite vectors of the model's widths, entries of magnitude at
         most 1e6 (beyond that the remainder drowns in round-off of the large terms and
         would come back as 0); refusals name the entry, e.g. ``point['x_m']``.
@@ -589,19 +598,21 @@ def interaction_along_ray(
 ) -> dict[str, np.ndarray]:
     r"""The exact interaction of the two positions against the cross term, along a ray.
 
-    With :math:`\boldsymbol p_m = \varepsilon \boldsymbol u_m`, :math:`\boldsymbol p_n =
-    \varepsilon \boldsymbol u_n`,
+    With :math:`\boldsymbol p_m = \varepsilon \hat{\boldsymbol p}_m`, :math:`\boldsymbol p_n =
+    \varepsilon \hat{\boldsymbol p}_n`,
 
-    .. math:: I(\varepsilon) = f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n +
+    .. math:: \mathcal I(\varepsilon) = f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n +
               \boldsymbol p_n) - f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n)
               - f(\boldsymbol x_m, \boldsymbol x_n + \boldsymbol p_n)
               + f(\boldsymbol x_m, \boldsymbol x_n),
-              \qquad c(\varepsilon) = \boldsymbol p_m^\top \mathcal H \boldsymbol p_n,
+              \qquad \mathcal I_2(\varepsilon) = \boldsymbol p_m^\top \mathcal H \boldsymbol p_n,
 
-    both evaluated with ``dps`` significant digits (mpmath). :math:`I` is the whole part of
-    :math:`\tilde f` that couples the two positions (:meth:`SecondOrderExpansion.interaction`);
-    :math:`I - c = O(\varepsilon^3)` is the coupling that the cross term misses. Unlike the
-    remainder of :func:`expansion_error` it contains no single-position terms.
+    both evaluated with ``dps`` significant digits (mpmath). :math:`\mathcal I` is the whole
+    part of :math:`\tilde f` that couples the two positions
+    (:meth:`SecondOrderExpansion.interaction`), and :math:`\mathcal I_2` is its second-order
+    part, the cross term; :math:`\mathcal I - \mathcal I_2 = O(\varepsilon^3)` is the coupling
+    that the cross term misses. Unlike the remainder of :func:`expansion_error` it contains no
+    single-position terms.
 
     Parameters
     ----------
@@ -611,8 +622,9 @@ def interaction_along_ray(
     Returns
     -------
     dict
-        ``"interaction"``: :math:`I(\varepsilon)`; ``"cross"``: :math:`c(\varepsilon)`
-        (both signed); ``"beyond_cross"``: :math:`|I(\varepsilon) - c(\varepsilon)|`. Each a
+        ``"interaction"``: :math:`\mathcal I(\varepsilon)`; ``"cross"``:
+        :math:`\mathcal I_2(\varepsilon)` (both signed); ``"beyond_cross"``:
+        :math:`|\mathcal I(\varepsilon) - \mathcal I_2(\varepsilon)|`. Each a
         float64 array, one entry per ``eps``.
     """
     x, u, eps, dps = _ray(expansion, point, eps, dps)
@@ -653,7 +665,7 @@ def diagonal_spread(gram: Any) -> float:
     Parameters
     ----------
     gram : array_like
-        A real square matrix, shape ``(T, T)`` with ``T >= 1``.
+        A real square matrix, shape ``(N, N)`` with ``N >= 1``.
 
     Returns
     -------
@@ -775,21 +787,27 @@ def plot_term_sizes(
     interaction: bool = True,
 ) -> Figure:
     r"""Figure: the size of each of the six terms, of the remainder and of the coupling beyond
-    the cross term against :math:`\varepsilon`, log-log.
+    the cross term against :math:`\varepsilon`, log-log; below it, the exact interaction
+    divided by the cross term.
 
     Arguments as in :func:`plot_error_order` (default :math:`\varepsilon` from
-    :math:`10^{-2}` to 3). The constant is flat, the linear terms rise with slope 1, the
-    quadratic and cross terms with slope 2, the remainder with slope 3. With ``interaction``
-    (default) an eighth, dashed curve shows :math:`|I - \boldsymbol p_m^\top \mathcal H
-    \boldsymbol p_n|` from :func:`interaction_along_ray`: the part of the coupling between
-    the positions that the cross term misses. Where it catches up with the cross term, the
-    cross term no longer describes how the positions interact.
+    :math:`10^{-2}` to 3). In the upper panel the constant is flat, the linear terms rise with
+    slope 1, the quadratic and cross terms with slope 2, the remainder with slope 3. With
+    ``interaction`` (default) an eighth, dashed curve shows :math:`|\mathcal I - \mathcal
+    I_2|`, the part of the exact interaction :math:`\mathcal I` (:func:`interaction_along_ray`)
+    that the cross term :math:`\mathcal I_2 = \boldsymbol p_m^\top \mathcal H \boldsymbol p_n`
+    misses, and a lower panel shows the ratio :math:`\mathcal I/\mathcal I_2` on a logarithmic
+    :math:`\varepsilon` axis, with the band :math:`0.9 \le \mathcal I/\mathcal I_2 \le 1.1`
+    shaded and the lines :math:`\mathcal I/\mathcal I_2 = 1` and :math:`0` drawn. The ratio
+    tends to 1 as :math:`\varepsilon \to 0`; the dashed curve exceeds the cross term exactly
+    where :math:`\mathcal I/\mathcal I_2 < 0` or :math:`\mathcal I/\mathcal I_2 > 2`.
 
     Returns
     -------
     matplotlib.figure.Figure
-        One axes; lines in the order of :data:`TERM_NAMES`, then the remainder, then (with
-        ``interaction``) the coupling beyond the cross term.
+        The upper axes (``fig.axes[0]``) holds lines in the order of :data:`TERM_NAMES`, then
+        the remainder, then (with ``interaction``) the coupling beyond the cross term; with
+        ``interaction`` the lower axes (``fig.axes[1]``) holds the ratio as its first line.
     """
     expansion = _default_expansion(expansion)
     if point is None:
@@ -797,7 +815,16 @@ def plot_term_sizes(
     interaction = check_flag(interaction, "interaction")
     eps = _eps(np.geomspace(1e-2, 3.0, 30) if eps is None else eps)
     sizes = term_sizes(expansion, point, eps)
-    fig, ax = plotting.new_figure(width=7.0, height=4.4)
+    if interaction:
+        fig, (ax, ax_ratio) = plotting.new_figure(
+            nrows=2,
+            width=7.0,
+            height=7.0,
+            sharex=True,
+            gridspec_kw={"height_ratios": [1.6, 1.0]},
+        )
+    else:
+        fig, ax = plotting.new_figure(width=7.0, height=4.4)
     for k, name in enumerate((*TERM_NAMES, "remainder")):
         label = _TERM_LABELS.get(name, r"remainder $r(\varepsilon)$")
         y = np.where(sizes[name] > 0, sizes[name], np.nan)
@@ -808,18 +835,37 @@ def plot_term_sizes(
             label=label,
             **plotting.line_style(k),
         )
-    if interaction:
-        beyond = interaction_along_ray(expansion, point, eps)["beyond_cross"]
-        ax.loglog(
-            eps,
-            np.where(beyond > 0, beyond, np.nan),
-            lw=2.2,
-            color="black",
-            linestyle="--",
-            label=r"$|I - \boldsymbol{p}_m^\top \mathcal{H} \boldsymbol{p}_n|$",
-        )
-    ax.set_xlabel(r"perturbation size $\varepsilon$")
     ax.set_ylabel("absolute value of the term")
     ax.set_title("Size of each term of the expansion along a ray")
+    if not interaction:
+        ax.set_xlabel(r"perturbation size $\varepsilon$")
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+        return fig
+    pair = interaction_along_ray(expansion, point, eps)
+    beyond = pair["beyond_cross"]
+    ax.loglog(
+        eps,
+        np.where(beyond > 0, beyond, np.nan),
+        lw=2.2,
+        color="black",
+        linestyle="--",
+        label=r"$|\mathcal{I} - \boldsymbol{p}_m^\top \mathcal{H} \boldsymbol{p}_n|$",
+    )
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(pair["cross"] != 0, pair["interaction"] / pair["cross"], np.nan)
+    ax_ratio.semilogx(
+        eps,
+        ratio,
+        lw=2.2,
+        color="black",
+        label=r"$\mathcal{I} / \mathcal{I}_2$",
+    )
+    ax_ratio.axhspan(0.9, 1.1, color=plotting.PALETTE[5], alpha=0.25, lw=0, label="within 10%")
+    ax_ratio.axhline(1.0, color="0.3", lw=1.0, linestyle=":")
+    ax_ratio.axhline(0.0, color="0.3", lw=1.0)
+    ax_ratio.set_xlabel(r"perturbation size $\varepsilon$")
+    ax_ratio.set_ylabel("interaction / cross term")
+    ax_ratio.set_title("How well the cross term describes the interaction")
+    ax_ratio.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     return fig

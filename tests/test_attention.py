@@ -697,7 +697,7 @@ def test_symbolic_row_of_unit_scores_is_the_plain_mean():
 
 def test_plot_positions_use_position_scale_and_seed():
     """The bottom (with positions) bars are the naive self-attention of x + p with
-    p = random_positions(T, d, position_seed, position_scale)."""
+    p = random_positions(N, d, position_seed, position_scale)."""
     fig = att.plot_token_output(d=4, seed=0, position_scale=2.5, position_seed=7)
     ax_pos = fig.axes[1]
     heights = [[p.get_height() for p in c] for c in ax_pos.containers]

@@ -462,8 +462,32 @@ def test_plot_term_sizes(output_expansion):
     np.testing.assert_allclose(
         lines[7].get_ydata()[big], np.abs(interaction - mixed * eps[big] ** 2), rtol=1e-4
     )
-    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_legend() is not None
-    assert len(ty.plot_term_sizes(output_expansion, p, eps, interaction=False).axes[0].lines) == 7
+    assert ax.get_ylabel() and ax.get_legend() is not None
+    # the lower panel: I / cross term, with I and the cross term from the naive model
+    ratio_axes = fig.axes[1]
+    np.testing.assert_allclose(
+        ratio_axes.get_lines()[0].get_ydata()[big], interaction / (mixed * eps[big] ** 2), rtol=1e-4
+    )
+    assert ratio_axes.get_xscale() == "log" and ratio_axes.get_xlabel()
+    assert ratio_axes.get_ylabel() and ratio_axes.get_legend() is not None
+    plain = ty.plot_term_sizes(output_expansion, p, eps, interaction=False)
+    assert len(plain.axes) == 1 and len(plain.axes[0].lines) == 7
+    assert plain.axes[0].get_xlabel()
+
+
+def test_term_sizes_figure_ratio_tends_to_one_and_changes_sign(output_expansion):
+    """Chapter 2's reading of the lower panel at the demo point: the ratio I / cross term is
+    within 10% of 1 at eps = 0.01 and negative at eps = 1 (the interaction changes sign while
+    the cross term keeps its sign); where |I - cross| > |cross| is where I / cross < 0 or > 2."""
+    p = ty.demo_point(2, seed=0)
+    eps = np.geomspace(1e-2, 3.0, 40)
+    fig = ty.plot_term_sizes(output_expansion, p, eps)
+    ratio = np.asarray(fig.axes[1].get_lines()[0].get_ydata())
+    assert abs(ratio[0] - 1) < 0.1
+    assert ratio[np.argmin(np.abs(eps - 1.0))] < 0
+    beyond = np.asarray(fig.axes[0].get_lines()[7].get_ydata())
+    cross = np.asarray(fig.axes[0].get_lines()[5].get_ydata())
+    assert np.array_equal(beyond > cross, (ratio < 0) | (ratio > 2))
 
 
 # ---------------------------------------------------------------------------------------------
