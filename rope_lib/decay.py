@@ -377,9 +377,11 @@ def windowed_mean_score(
     undersampled at x when :math:`T_i < 4x\ln b/d`), the distance near which the local mean
     turns (the limit of :func:`quarter_period` as :math:`d \to \infty`). Why: the
     undersampled pairs are the aliasing noise of the sum; a pair whose period is at most the
-    window is damped to at most 0.23 of its size (:math:`|D_w|` at the first side lobe), while a
-    pair whose period is many windows long, such as the slowest ones that set the trend,
-    passes almost unchanged (:math:`D_w(\theta) \ge 1 - ((2w+1)\theta)^2/24`). The trend
+    window (and :math:`\theta \le 1`, as for every RoPE pair) is damped to at most 0.2266 of its
+    size: with :math:`u = (2w+1)\theta/2 \ge \pi` and :math:`\sin(\theta/2) \ge \theta\sin(1/2)`,
+    :math:`|D_w(\theta)| \le (|\sin u|/u)/(2\sin(1/2))`, and :math:`|\sin u|/u \le 0.21723` on
+    :math:`u \ge \pi` (its first side lobe). A pair whose period is many windows long, such
+    as the slowest ones that set the trend, passes almost unchanged (:math:`D_w(\theta) \ge 1 - ((2w+1)\theta)^2/24`). The trend
     itself varies on the scale of b, much longer than the window. ``half_width=0`` gives
     :func:`ones_score`.
 
@@ -1331,14 +1333,17 @@ def plot_monte_carlo(
 def plot_diagonal_h(d: int = 128, base: float = 10000.0, max_distance: int = 256):
     r"""Figure: relative part of the diagonal-:math:`\mathcal H` score :math:`p_x^\top\mathcal H p_0`.
 
-    Two diagonals are compared.
+    Two diagonals :math:`\mathcal H = \mathrm{diag}(h_0, \dots, h_{d-1})` are compared, in the
+    notation of chapter 3 (``eq-sin-diag-h-split``).
 
-    The relative part :math:`\sum_i h_i\cos(x\theta_i)` with :math:`h_i = (a_i + a_i')/2` comes
-    from :func:`rope_lib.sinusoidal.diagonal_h_parts` at ``m = x``, ``n = 0``. Left, the smooth
-    diagonal :math:`a_i = a_i' = 1 - 2i/d`, whose every step, the last included, is 2/d; right,
-    :math:`a_i = a_i' = 1` on the slowest quarter of the pairs (:math:`i \ge 3d/8`) and 0
-    elsewhere, whose last step is 1. Each panel shows the Abel bound
-    :math:`\pm\max_i|h_{i+1}-h_i|\sum_{j=1}^{d/2}|S_j(x)|` with :math:`h_{d/2} = 0`.
+    The relative part :math:`\sum_i \beta_i\cos(x\theta_i)` with
+    :math:`\beta_i = (h_{2i} + h_{2i+1})/2` comes from
+    :func:`rope_lib.sinusoidal.diagonal_h_parts` at ``m = x``, ``n = 0``. Left, the smooth
+    diagonal :math:`h_{2i} = h_{2i+1} = 1 - 2i/d`, whose every step, the last included, is
+    2/d; right, :math:`h_{2i} = h_{2i+1} = 1` on the slowest quarter of the pairs
+    (:math:`i \ge 3d/8`) and 0 elsewhere, whose last step is 1. Each panel shows the Abel
+    bound :math:`\pm\max_i|\beta_{i+1}-\beta_i|\sum_{j=1}^{d/2}|S_j(x)|` with
+    :math:`\beta_{d/2} = 0`.
     """
     from .sinusoidal import diagonal_h_parts
 
@@ -1349,16 +1354,16 @@ def plot_diagonal_h(d: int = 128, base: float = 10000.0, max_distance: int = 256
     ramp = 1.0 - np.arange(n) / n
     slow_only = (np.arange(n) >= (3 * n) // 4).astype(float)
     diagonals = [
-        ("smooth: $a_i = a_i' = 1 - 2i/d$", np.repeat(ramp, 2)),
-        ("slow pairs only: $a_i = a_i' = [i \\geq 3d/8]$", np.repeat(slow_only, 2)),
+        ("smooth: $h_{2i} = h_{2i+1} = 1 - 2i/d$", np.repeat(ramp, 2)),
+        ("slow pairs only: $h_{2i} = h_{2i+1} = [i \\geq 3d/8]$", np.repeat(slow_only, 2)),
     ]
     sum_abs = n * roformer_bound(x, d, base)
     fig, axes = plotting.new_figure(ncols=2, width=10.0, height=3.8)
     for k, (ax, (label, diag)) in enumerate(zip(axes, diagonals, strict=True)):
         rel, _ = diagonal_h_parts(x, 0, diag, base)
-        h = 0.5 * (diag[0::2] + diag[1::2])
-        step = np.abs(np.diff(np.append(h, 0.0))).max()
-        ax.plot(x, rel, label=r"$\sum_i h_i\cos(x\theta_i)$", **plotting.line_style(2 * k))
+        beta = 0.5 * (diag[0::2] + diag[1::2])
+        step = np.abs(np.diff(np.append(beta, 0.0))).max()
+        ax.plot(x, rel, label=r"$\sum_i \beta_i\cos(x\theta_i)$", **plotting.line_style(2 * k))
         ax.plot(x, step * sum_abs, label="Abel bound", **plotting.line_style(2 * k + 1))
         ax.plot(x, -step * sum_abs, **plotting.line_style(2 * k + 1))
         top = 1.5 * np.abs(rel).max()
