@@ -2,21 +2,22 @@
 
 Chapter 3 (``chapters/03_sinusoidal.md``) solves the functional equation
 :math:`\\langle \\boldsymbol p_m, \\boldsymbol p_n\\rangle = g(m - n)` with complex numbers and
-finds :math:`p_m = (e^{\\mathrm i m\\theta_0}, \\dots, e^{\\mathrm i m\\theta_{d/2-1}})`.  This
+finds :math:`z_m = (e^{\\mathrm i m\\theta_0}, \\dots, e^{\\mathrm i m\\theta_{d/2-1}})`.  This
 module computes that solution in its three equivalent forms and the objects the chapter
 studies:
 
-* :func:`complex_encoding`: the complex vector of :math:`d/2` unit phasors;
-* :func:`cos_sin_encoding`: its real view, pairs :math:`(\\cos m\\theta_i, \\sin m\\theta_i)`;
-* :func:`sinusoidal`: the layout of *Attention Is All You Need*, pairs
-  :math:`(\\sin m\\theta_i, \\cos m\\theta_i)`, related to the previous one by the fixed
-  permutation :func:`vaswani_permutation`;
+* :func:`complex_encoding`: the complex vector :math:`z_m` of :math:`d/2` unit phasors;
+* :func:`cos_sin_encoding`: its real view :math:`p_m`, pairs
+  :math:`(\\cos m\\theta_i, \\sin m\\theta_i)`;
+* :func:`sinusoidal`: the layout of *Attention Is All You Need*, :math:`P_\\sigma p_m` with
+  pairs :math:`(\\sin m\\theta_i, \\cos m\\theta_i)`, related to the previous one by the
+  fixed permutation :func:`vaswani_permutation`;
 * :func:`gram_matrix`: the inner products :math:`\\langle p_m, p_n\\rangle`;
 * :func:`diagonal_h_score` and :func:`diagonal_h_parts`: the score
   :math:`p_m^\\top \\operatorname{diag}(h)\\, p_n` and its split into a relative
   (:math:`\\cos (m-n)\\theta_i`) and an absolute (:math:`\\cos (m+n)\\theta_i`) part;
 * :func:`shift_matrix`: the shift by :math:`k` positions, :math:`D_k` in Vaswani's layout and
-  :math:`R_k` in the (cos, sin) layout, with :math:`D_k = P_\\sigma R_k P_\\sigma`;
+  :math:`R_k` in the (cos, sin) layout, with :math:`D_k = P_\\sigma R_k P_\\sigma = R_{-k}`;
 * :func:`shift_isometry` and :func:`orthogonal_normal_form`: for *any* solution of the real
   equation, the orthogonal map :math:`U` with :math:`p_{m+1} = U p_m`, and its normal form
   (rotating planes, fixed and flipped directions);
@@ -33,8 +34,9 @@ complex condition, and :math:`p_m = U^m p_0` for every solution of the real equa
 integer positions: the proofs step from :math:`m` to :math:`m + 1`.  For real positions the
 chapter shows, assuming :math:`g` measurable (e.g. :math:`m \\mapsto p_m` continuous), that every
 solution is :math:`p_t = e^{tG} p_0` with :math:`G` antisymmetric: rotating pairs and constant
-coordinates, no alternating ones.  Without such an assumption the phase equation is Cauchy's
-equation, which has other solutions.  The width of the encoding, :math:`d_\\text{model}` in the book, is the argument
+coordinates, no alternating ones.  In two dimensions the real equation at real positions
+already implies the complex condition; without an assumption on :math:`g` its phase equation is
+Cauchy's exponential equation, which has other, non-measurable solutions.  The width of the encoding, :math:`d_\\text{model}` in the book, is the argument
 ``d`` here.
 """
 
@@ -168,7 +170,7 @@ def complex_encoding(positions: Any, d: int, base: float = 10000.0) -> np.ndarra
     r"""The complex solution of :math:`\langle p_m, p_n\rangle = g(m-n)`: :math:`d/2` phasors.
 
     .. math::
-        \boldsymbol p_m = \left(e^{\mathrm i m\theta_0}, e^{\mathrm i m\theta_1}, \dots,
+        \boldsymbol z_m = \left(e^{\mathrm i m\theta_0}, e^{\mathrm i m\theta_1}, \dots,
         e^{\mathrm i m\theta_{d/2-1}}\right), \qquad \theta_i = b^{-2i/d}.
 
     Parameters
@@ -194,7 +196,7 @@ def complex_encoding(positions: Any, d: int, base: float = 10000.0) -> np.ndarra
 
 
 def cos_sin_encoding(positions: Any, d: int, base: float = 10000.0) -> np.ndarray:
-    r"""Real view of :func:`complex_encoding`: each phasor becomes the pair (real, imaginary).
+    r"""Real view :math:`p_m` of :func:`complex_encoding`: each phasor becomes a pair.
 
     .. math::
         \boldsymbol p_m = \left(\cos m\theta_0, \sin m\theta_0, \cos m\theta_1, \sin m\theta_1,
@@ -421,8 +423,8 @@ def shift_matrix(k: float, d: int, base: float = 10000.0, layout: str = "sin_cos
     :math:`\begin{pmatrix}\cos k\theta_i & -\sin k\theta_i \\ \sin k\theta_i & \cos k\theta_i
     \end{pmatrix}` (:math:`R_k` is RoPE's rotation matrix at position :math:`k`).  The two are
     related by the pair swap :math:`P_\sigma` of :func:`vaswani_permutation`,
-    :math:`D_k = P_\sigma R_k P_\sigma`, so :math:`D_k \ne R_k` in general.  Both depend on
-    :math:`k` only, not on :math:`m`.
+    :math:`D_k = P_\sigma R_k P_\sigma = R_{-k}`, so :math:`D_k \ne R_k` unless every
+    :math:`\sin k\theta_i = 0`.  Both depend on :math:`k` only, not on :math:`m`.
 
     Parameters
     ----------
@@ -556,19 +558,19 @@ def shift_isometry(vectors: Any, atol: float = 1e-9) -> np.ndarray:
 def orthogonal_normal_form(u: Any, atol: float = 1e-9) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""The real normal form of an orthogonal matrix: rotations of planes, and :math:`\pm 1`.
 
-    Returns :math:`\boldsymbol O` orthogonal (the change of coordinates), angles :math:`\alpha_1 \ge \dots \ge \alpha_k`
-    in :math:`(0, \pi)` and signs :math:`s_1, \dots, s_l \in \{+1, -1\}` (the :math:`+1`
-    first) with
+    Returns :math:`\boldsymbol O` orthogonal (the change of coordinates), angles
+    :math:`\omega_1 \ge \dots \ge \omega_k` in :math:`(0, \pi)` and signs
+    :math:`s_1, \dots, s_l \in \{+1, -1\}` (the :math:`+1` first) with
 
     .. math::
         \boldsymbol O^\top \boldsymbol U \boldsymbol O = \operatorname{diag}\big(
-        \boldsymbol\Omega(\alpha_1), \dots, \boldsymbol\Omega(\alpha_k), s_1, \dots, s_l\big),
+        \boldsymbol\Omega(\omega_1), \dots, \boldsymbol\Omega(\omega_k), s_1, \dots, s_l\big),
         \qquad
         \boldsymbol\Omega(\alpha) = \begin{pmatrix}\cos\alpha & -\sin\alpha \\
         \sin\alpha & \cos\alpha\end{pmatrix} .
 
     Columns :math:`2j, 2j+1` of :math:`\boldsymbol O` span the plane that turns by
-    :math:`\alpha_j`; the last :math:`l` columns are fixed (:math:`+1`) or flipped
+    :math:`\omega_{j+1}`; the last :math:`l` columns are fixed (:math:`+1`) or flipped
     (:math:`-1`).  Computed from the real Schur form (``scipy.linalg.schur``), which is block
     diagonal for a normal matrix; a block that turns clockwise is made counter-clockwise by
     flipping the sign of its second column.

@@ -225,8 +225,70 @@ def test_shift_matrix_layouts_related_by_pair_swap(k, d, base):
 
 
 def test_shift_matrix_layouts_differ():
-    # D_1 != R_1: the proposition's shift and Vaswani's shift are different matrices
-    assert np.abs(shift_matrix(1, 4) - shift_matrix(1, 4, layout="cos_sin")).max() > 1.0
+    # D_1 != R_1: the proposition's shift and Vaswani's shift are different matrices; they
+    # differ by 2 sin(theta_i) off the diagonal of block i, largest for theta_0 = 1
+    gap = np.abs(shift_matrix(1, 4) - shift_matrix(1, 4, layout="cos_sin")).max()
+    assert gap == pytest.approx(2 * math.sin(1.0), abs=1e-15)
+
+
+@given(k=real_positions, d=even_dims, base=bases)
+def test_vaswani_shift_is_the_backward_rotation(k, d, base):
+    # D_k = R_(-k): block i of Vaswani's shift is the counter-clockwise rotation by -k theta_i
+    d_k = shift_matrix(k, d, base)
+    for i, t in enumerate(ref_theta(d, base)):
+        tol = 1e-14 * (1 + abs(k))
+        np.testing.assert_allclose(
+            d_k[2 * i : 2 * i + 2, 2 * i : 2 * i + 2], block(-k * t), atol=tol
+        )
+
+
+def procrustes_shift(vectors: np.ndarray) -> tuple[np.ndarray, float]:
+    """The orthogonal U that best fits p_(m+1) = U p_m (orthogonal Procrustes, by SVD), and
+    the largest residual of the fit."""
+    before, after = vectors[:-1], vectors[1:]
+    left, _, right_t = np.linalg.svd(before.T @ after)
+    u = (left @ right_t).T
+    return u, float(np.abs(before @ u.T - after).max())
+
+
+def factor_gram(gram: np.ndarray) -> np.ndarray:
+    """Rows p_m with p_m . p_n = gram[m, n], for a positive semi-definite gram (eigenvalues
+    below 1e-12 of the largest are round-off and count as zero)."""
+    values, vectors = np.linalg.eigh(gram)
+    values[values < 1e-12 * values.max()] = 0.0
+    return vectors * np.sqrt(values)
+
+
+@pytest.mark.parametrize(
+    "g",
+    [
+        lambda x: 0.6 ** abs(x),  # full rank on the window
+        lambda x: 1.0 + math.cos(0.7 * x) + 0.25 * (-1) ** x,  # rank 4 on 6 positions
+    ],
+)
+def test_a_solution_on_a_window_is_an_orthogonal_shift(g):
+    # Chapter 3: if <p_m, p_n> = g(m - n) holds for m, n = 0..N-1 only, an orthogonal U with
+    # p_(m+1) = U p_m for m = 0..N-2 still exists (the isometry between two spans extends).
+    n_pos = 6
+    gram = np.array([[g(m - n) for n in range(n_pos)] for m in range(n_pos)])
+    u, residual = procrustes_shift(factor_gram(gram))
+    np.testing.assert_allclose(u.T @ u, np.eye(n_pos), atol=1e-12)
+    assert residual < 1e-10
+
+
+def test_a_window_without_a_toeplitz_gram_has_no_orthogonal_shift():
+    # the control: the same fit fails when the inner products are not a function of m - n
+    gram = np.array([[1.0 + m * n for n in range(6)] for m in range(6)]) + np.eye(6)
+    _, residual = procrustes_shift(factor_gram(gram))
+    assert residual > 0.1
+
+
+def test_shift_isometry_refuses_a_window_where_the_shift_is_not_unique():
+    # g(x) = 0.6^|x| on 6 positions: p_0..p_4 span 5 of the 6 dimensions of span(p_m), so an
+    # orthogonal shift exists but is not determined by the data
+    gram = np.array([[0.6 ** abs(m - n) for n in range(6)] for m in range(6)])
+    with pytest.raises(ValueError, match="supply more positions"):
+        shift_isometry(factor_gram(gram))
 
 
 # --------------------------------------------------------------------------- every solution
