@@ -23,6 +23,9 @@ LAB_PORT   ?= 8888
 MATHJAX      := mathjax@3.2.2
 REQUIREJS    := requirejs@2.3.8
 HTML_MANAGER := @jupyter-widgets/html-manager@1.0.6
+# The accessibility engine of tests/test_a11y.py, fetched for the tests only (never served).
+AXE          := axe-core@4.14.1
+AXE_JS       := $(BUILD_DIR)/axe/axe.min.js
 
 # -W: any warning fails the build; -n: nitpicky references; --keep-going: list
 # every warning before failing.  Notebook errors fail the build through
@@ -51,7 +54,7 @@ jb-build:
 # The Binder environment (tests/test_binder.py) is made while the book builds: the build
 # mostly waits on one notebook kernel at a time, so the second core is free.
 test:
-	@$(MAKE) --no-print-directory -j2 book browser binder-env
+	@$(MAKE) --no-print-directory -j2 book browser binder-env $(AXE_JS)
 	$(PY) -m pytest -n 2 --dist loadgroup tests
 
 bench: $(VENV_STAMP) $(VENDOR_STAMP) browser
@@ -114,6 +117,12 @@ $(VENDOR_STAMP): Makefile
 	cp "$$tmp"/jupyter-widgets-html-manager-*/package/LICENSE $(VENDOR)/html-manager/ && \
 	rm -f $(VENDOR)/html-manager/*.map
 	touch $@
+
+$(AXE_JS): Makefile
+	rm -rf $(@D) && mkdir -p $(@D)
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	(cd "$$tmp" && npm pack --silent $(AXE) >/dev/null && tar -xzf axe-core-*.tgz) && \
+	cp "$$tmp"/package/axe.min.js "$$tmp"/package/LICENSE $(@D)/
 
 # Debian's Chromium and its driver for the real-browser tests (root on CI).
 browser:
