@@ -431,7 +431,7 @@ def equivariance_gap(x: Any, perm: Any, w_q: Any, w_k: Any, w_v: Any) -> float:
     x : array_like
         Tokens as rows, shape ``(..., N, d_model)``.
     perm : sequence of int
-        A permutation of ``0..T-1``.
+        A permutation of ``0..N-1``, :math:`N` the number of tokens (rows of ``x``).
     w_q, w_k, w_v : array_like
         Projections as in :func:`self_attention`.
 
@@ -810,7 +810,10 @@ def symbolic_invariance(
     r"""sympy check that a token's output does not depend on the order of the other tokens.
 
     Tokens :math:`\boldsymbol x_0, \dots, \boldsymbol x_{N-1}` and the projections
-    :math:`\boldsymbol W_q, \boldsymbol W_k, \boldsymbol W_v` have symbolic real entries.
+    :math:`\boldsymbol W_q, \boldsymbol W_k, \boldsymbol W_v` have symbolic real entries
+    (named ``x_{t,i}`` for coordinate :math:`i` of token :math:`t`, and ``a_{ij}``,
+    ``b_{ij}``, ``c_{ij}`` for row :math:`i`, column :math:`j` of :math:`\boldsymbol W_q`,
+    :math:`\boldsymbol W_k`, :math:`\boldsymbol W_v`; position vectors ``p_{t,i}``).
     For every permutation :math:`\sigma` that fixes the slot of ``token`` and reorders the
     others, the function returns the simplified difference
 
@@ -882,7 +885,7 @@ def symbolic_equivariance(perm: Sequence[int], d: int = 2) -> sp.Matrix:
     Parameters
     ----------
     perm : sequence of int
-        A permutation of ``0..T-1`` with :math:`2 \le T \le 5`.
+        A permutation of ``0..N-1`` with :math:`2 \le N \le 5` (:math:`N` tokens).
     d : int
         Width, 1 to 4.
 
@@ -972,7 +975,7 @@ def plot_reordering_weights(
     words : str or sequence of str
         The sentence, at most 32 words (every heatmap annotates all :math:`N^2` weights).
     order : sequence of int
-        A permutation of ``0..T-1``.
+        A permutation of ``0..N-1``, :math:`N` the number of words.
     d, seed : int
         Width and seed of :func:`sentence_attention`.
     position_scale : float

@@ -24,9 +24,10 @@ This module computes
 
 * :func:`second_order_expansion`: the six named terms for any sympy expression ``f``, and
   (method :meth:`SecondOrderExpansion.interaction`) the exact interaction
-  :math:`\mathcal I = \tilde f(\boldsymbol p_m, \boldsymbol p_n) - \tilde f(\boldsymbol p_m, \boldsymbol 0)
-  - \tilde f(\boldsymbol 0, \boldsymbol p_n) + \tilde f(\boldsymbol 0, \boldsymbol 0)`, the
-  part of :math:`\tilde f` that is not a sum of single-position functions;
+  :math:`\mathcal I = f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n + \boldsymbol p_n)
+  - f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n) - f(\boldsymbol x_m, \boldsymbol x_n
+  + \boldsymbol p_n) + f(\boldsymbol x_m, \boldsymbol x_n)`, the part of :math:`\tilde f`
+  that is not a sum of single-position functions;
 * two concrete models for the chapter: :func:`score_model` (the attention score
   :math:`\boldsymbol x_m^\top \boldsymbol M \boldsymbol x_n/\sqrt d`,
   :math:`\boldsymbol M = \boldsymbol W_q^\top \boldsymbol W_k`, whose expansion is exact) and
@@ -189,9 +190,10 @@ class SecondOrderExpansion:
                   - f(\boldsymbol x_m, \boldsymbol x_n + \boldsymbol p_n)
                   + f(\boldsymbol x_m, \boldsymbol x_n).
 
-        :math:`\tilde f = \tilde f(\boldsymbol p_m, \boldsymbol 0) + \tilde f(\boldsymbol 0,
-        \boldsymbol p_n) - f + \mathcal I`: everything in :math:`\tilde f` that is not a sum of
-        a function of :math:`\boldsymbol p_m` and a function of :math:`\boldsymbol p_n` is in
+        :math:`\tilde f = f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n) +
+        f(\boldsymbol x_m, \boldsymbol x_n + \boldsymbol p_n) - f(\boldsymbol x_m,
+        \boldsymbol x_n) + \mathcal I`: everything in :math:`\tilde f` that is not a sum of a
+        function of :math:`\boldsymbol p_m` and a function of :math:`\boldsymbol p_n` is in
         :math:`\mathcal I`. Its second-order part is the cross term
         :math:`\boldsymbol p_m^\top \mathcal H \boldsymbol p_n`; unlike the remainder of the
         six-term expansion it holds no single-position terms of order three or higher.
@@ -405,7 +407,7 @@ def demo_point(d: int = 2, seed: int = 0) -> dict[str, np.ndarray]:
 
     Returns the inputs :math:`\boldsymbol x_m, \boldsymbol x_n \sim \mathcal N(0,
     \boldsymbol I_d)` and unit directions :math:`\hat{\boldsymbol p}_m, \hat{\boldsymbol p}_n`
-    (keys ``u_m``, ``u_n``); the perturbations are then :math:`\boldsymbol p_m =
+    (keys ``p_hat_m``, ``p_hat_n``); the perturbations are then :math:`\boldsymbol p_m =
     \varepsilon\hat{\boldsymbol p}_m`, :math:`\boldsymbol p_n = \varepsilon\hat{\boldsymbol
     p}_n`.
 
@@ -419,7 +421,7 @@ def demo_point(d: int = 2, seed: int = 0) -> dict[str, np.ndarray]:
     Returns
     -------
     dict
-        Keys ``"x_m"``, ``"x_n"``, ``"u_m"``, ``"u_n"``, each a float64 array of shape ``(d,)``.
+        Keys ``"x_m"``, ``"x_n"``, ``"p_hat_m"``, ``"p_hat_n"``, each a float64 array of shape ``(d,)``.
     """
     d = check_positive_int(
         d, "d", maximum=MAX_DIM, hint="d is the model width, at most rope_lib's MAX_DIM"
@@ -430,8 +432,8 @@ def demo_point(d: int = 2, seed: int = 0) -> dict[str, np.ndarray]:
     return {
         "x_m": x_m,
         "x_n": x_n,
-        "u_m": u_m / np.linalg.norm(u_m),
-        "u_n": u_n / np.linalg.norm(u_n),
+        "p_hat_m": u_m / np.linalg.norm(u_m),
+        "p_hat_n": u_n / np.linalg.norm(u_n),
     }
 
 
@@ -442,7 +444,7 @@ def _point(point: dict[str, Any], key: str, size: int) -> np.ndarray:
     if arr.shape != (size,):
         raise ValueError(
             f"{name} must have shape ({size},) (one entry per coordinate of the model's "
-            f"{key[-3:]}), got {arr.shape}"
+            f"x_{key[-1]}), got {arr.shape}"
         )
     return arr
 
@@ -476,13 +478,13 @@ def _ray(expansion: SecondOrderExpansion, point: dict[str, Any], eps: Any, dps: 
     if not isinstance(expansion, SecondOrderExpansion):
         raise TypeError(f"expansion must be a SecondOrderExpansion, got {type(expansion).__name__}")
     if not isinstance(point, dict):
-        raise TypeError("point must be a dict with keys 'x_m', 'x_n', 'u_m', 'u_n'")
-    missing = {"x_m", "x_n", "u_m", "u_n"} - set(point)
+        raise TypeError("point must be a dict with keys 'x_m', 'x_n', 'p_hat_m', 'p_hat_n'")
+    missing = {"x_m", "x_n", "p_hat_m", "p_hat_n"} - set(point)
     if missing:
         raise ValueError(f"point is missing the keys {sorted(missing)}")
     dm, dn = len(expansion.x_m), len(expansion.x_n)
     x = np.concatenate([_point(point, "x_m", dm), _point(point, "x_n", dn)])
-    u = np.concatenate([_point(point, "u_m", dm), _point(point, "u_n", dn)])
+    u = np.concatenate([_point(point, "p_hat_m", dm), _point(point, "p_hat_n", dn)])
     eps = _eps(eps)
     dps = check_positive_int(
         dps,
@@ -546,7 +548,8 @@ def expansion_error(
               \boldsymbol p_n = \varepsilon \hat{\boldsymbol p}_n,
 
     evaluated with ``dps`` significant digits (mpmath), so that round-off never hides a
-    remainder as small as :math:`10^{-20}`. For a smooth ``f``, :math:`r = O(\varepsilon^3)`.
+    remainder as small as :math:`10^{-20}`. For a smooth ``f``, :math:`r = O(\varepsilon^3)` as
+    :math:`\varepsilon \to 0`.
 
     Parameters
     ----------
@@ -554,7 +557,7 @@ def expansion_error(
         From :func:`second_order_expansion`; its ``f`` may contain no symbols besides
         :math:`x` and :math:`p`.
     point : dict
-        ``x_m``, ``x_n`` (base point) and ``u_m``, ``u_n`` (the unit directions
+        ``x_m``, ``x_n`` (base point) and ``p_hat_m``, ``p_hat_n`` (the unit directions
         :math:`\hat{\boldsymbol p}_m, \hat{\boldsymbol p}_n`), as from
         :func:`demo_point`: finite vectors of the model's widths, entries of magnitude at
         most 1e6 (beyond that the remainder drowns in round-off of the large terms and
@@ -585,7 +588,9 @@ def term_sizes(
     dict
         Keys :data:`TERM_NAMES` and ``"remainder"``; values float64 arrays. Along the ray a
         linear term scales like :math:`\varepsilon`, a quadratic or cross term like
-        :math:`\varepsilon^2`, the remainder like :math:`\varepsilon^3`.
+        :math:`\varepsilon^2`, and the remainder of a smooth model like :math:`\varepsilon^3`
+        as :math:`\varepsilon \to 0` (for large :math:`\varepsilon` it can grow more
+        slowly).
     """
     values = _evaluate(expansion, point, eps, dps)
     out = {name: np.abs(values[name]) for name in TERM_NAMES}
@@ -792,7 +797,8 @@ def plot_term_sizes(
 
     Arguments as in :func:`plot_error_order` (default :math:`\varepsilon` from
     :math:`10^{-2}` to 3). In the upper panel the constant is flat, the linear terms rise with
-    slope 1, the quadratic and cross terms with slope 2, the remainder with slope 3. With
+    slope 1, the quadratic and cross terms with slope 2, and the remainder with slope 3 for
+    small :math:`\varepsilon` (it bends away where higher orders take over). With
     ``interaction`` (default) an eighth, dashed curve shows :math:`|\mathcal I - \mathcal
     I_2|`, the part of the exact interaction :math:`\mathcal I` (:func:`interaction_along_ray`)
     that the cross term :math:`\mathcal I_2 = \boldsymbol p_m^\top \mathcal H \boldsymbol p_n`

@@ -44,8 +44,8 @@ def ray_coefficients(f, x_m, x_n, point_m, point_n, u_m, u_n):
 RATIONAL_POINT = {
     "x_m": np.array([0.5, -0.25]),
     "x_n": np.array([-0.75, 1.0]),
-    "u_m": np.array([0.6, 0.8]),
-    "u_n": np.array([-0.8, 0.6]),
+    "p_hat_m": np.array([0.6, 0.8]),
+    "p_hat_n": np.array([-0.8, 0.6]),
 }
 
 
@@ -76,7 +76,7 @@ def ray_coeffs():
     from the model written independently of the library (quotient of exponentials)."""
     f, x_m, x_n = _output_model_by_hand()
     p = RATIONAL_POINT
-    return ray_coefficients(f, x_m, x_n, p["x_m"], p["x_n"], p["u_m"], p["u_n"])
+    return ray_coefficients(f, x_m, x_n, p["x_m"], p["x_n"], p["p_hat_m"], p["p_hat_n"])
 
 
 def test_model_equals_softmax_form():
@@ -98,7 +98,7 @@ def test_terms_match_series_along_a_ray(output_expansion, ray_coeffs):
                 dict(
                     zip(
                         ex.x_m + ex.x_n + ex.p_m + ex.p_n,
-                        [*p["x_m"], *p["x_n"], *p["u_m"], *p["u_n"]],
+                        [*p["x_m"], *p["x_n"], *p["p_hat_m"], *p["p_hat_n"]],
                         strict=True,
                     )
                 )
@@ -118,7 +118,7 @@ def test_cross_term_matches_finite_difference(output_expansion):
     h = 1e-4
 
     def g(a, b):
-        return naive_model(p["x_m"] + a * p["u_m"], p["x_n"] + b * p["u_n"])
+        return naive_model(p["x_m"] + a * p["p_hat_m"], p["x_n"] + b * p["p_hat_n"])
 
     mixed = (g(h, h) - g(h, -h) - g(-h, h) + g(-h, -h)) / (4 * h * h)
     eps = np.array([0.3])
@@ -200,7 +200,7 @@ def test_remainder_is_cubic_by_an_independent_route(output_expansion, ray_coeffs
     err = np.array(
         [
             abs(
-                naive_model(p["x_m"] + e * p["u_m"], p["x_n"] + e * p["u_n"])
+                naive_model(p["x_m"] + e * p["p_hat_m"], p["x_n"] + e * p["p_hat_n"])
                 - (c0 + c1 * e + c2 * e * e)
             )
             for e in eps
@@ -262,7 +262,7 @@ def test_interaction_of_a_quadratic_is_the_cross_term():
     p = RATIONAL_POINT
     eps = np.array([0.01, 0.5, 2.0, 40.0])
     got = ty.interaction_along_ray(ex, p, eps)
-    expected = eps**2 * (p["u_m"] @ m @ p["u_n"])
+    expected = eps**2 * (p["p_hat_m"] @ m @ p["p_hat_n"])
     np.testing.assert_allclose(got["interaction"], expected, rtol=1e-14)
     np.testing.assert_allclose(got["cross"], expected, rtol=1e-14)
     assert np.all(got["beyond_cross"] < 1e-25 * np.maximum(1.0, np.abs(expected)))
@@ -274,8 +274,8 @@ def test_interaction_matches_sympy_exact_at_a_rational_point():
     f, x_m, x_n = _output_model_by_hand()
     p = {k: [sp.Rational(str(v)) for v in vals] for k, vals in RATIONAL_POINT.items()}
     e = sp.Rational(1, 2)
-    moved_m = [v + e * w for v, w in zip(p["x_m"], p["u_m"], strict=True)]
-    moved_n = [v + e * w for v, w in zip(p["x_n"], p["u_n"], strict=True)]
+    moved_m = [v + e * w for v, w in zip(p["x_m"], p["p_hat_m"], strict=True)]
+    moved_n = [v + e * w for v, w in zip(p["x_n"], p["p_hat_n"], strict=True)]
 
     def at(xm, xn):
         return f.subs(dict(zip(x_m + x_n, [*xm, *xn], strict=True)), simultaneous=True)
@@ -296,7 +296,7 @@ def test_coupling_beyond_the_cross_term_is_cubic(output_expansion):
     h = 1e-4
 
     def g(a, b):
-        return naive_model(p["x_m"] + a * p["u_m"], p["x_n"] + b * p["u_n"])
+        return naive_model(p["x_m"] + a * p["p_hat_m"], p["x_n"] + b * p["p_hat_n"])
 
     mixed = (g(h, h) - g(h, -h) - g(-h, h) + g(-h, -h)) / (4 * h * h)
     np.testing.assert_allclose(got["cross"], mixed * eps**2, rtol=1e-6)
@@ -307,7 +307,7 @@ def test_interaction_float64_route_at_moderate_eps(output_expansion):
     eps = np.array([0.2, 0.5, 1.0, 2.0])
     got = ty.interaction_along_ray(output_expansion, p, eps)
     for e, value in zip(eps, got["interaction"], strict=True):
-        xm, xn = p["x_m"] + e * p["u_m"], p["x_n"] + e * p["u_n"]
+        xm, xn = p["x_m"] + e * p["p_hat_m"], p["x_n"] + e * p["p_hat_n"]
         direct = (
             naive_model(xm, xn)
             - naive_model(xm, p["x_n"])
@@ -422,7 +422,7 @@ def test_plot_error_order(output_expansion, ray_coeffs):
     c0, c1, c2 = ray_coeffs
     expected = [
         abs(
-            naive_model(p["x_m"] + e * p["u_m"], p["x_n"] + e * p["u_n"])
+            naive_model(p["x_m"] + e * p["p_hat_m"], p["x_n"] + e * p["p_hat_n"])
             - (c0 + c1 * e + c2 * e * e)
         )
         for e in eps
@@ -452,7 +452,7 @@ def test_plot_term_sizes(output_expansion):
     h = 1e-4
 
     def g(a, b):
-        return naive_model(p["x_m"] + a * p["u_m"], p["x_n"] + b * p["u_n"])
+        return naive_model(p["x_m"] + a * p["p_hat_m"], p["x_n"] + b * p["p_hat_n"])
 
     mixed = (g(h, h) - g(h, -h) - g(-h, h) + g(-h, -h)) / (4 * h * h)
     np.testing.assert_allclose(lines[5].get_ydata(), abs(mixed) * eps**2, rtol=1e-6)
@@ -551,7 +551,9 @@ def test_odd_widths_are_valid(d):
     remainder of the score model (bilinear) vanishes and the output model's is cubic."""
     point = ty.demo_point(d, seed=1)
     assert all(v.shape == (d,) for v in point.values())
-    np.testing.assert_allclose([np.linalg.norm(point["u_m"]), np.linalg.norm(point["u_n"])], 1.0)
+    np.testing.assert_allclose(
+        [np.linalg.norm(point["p_hat_m"]), np.linalg.norm(point["p_hat_n"])], 1.0, rtol=1e-15
+    )
     f, x_m, x_n, _ = ty.score_model(d)
     m_values = {
         s: sp.Rational(k + 1, 3)
@@ -580,7 +582,7 @@ def test_dps_limit_is_inclusive_and_unusual_forms_agree(output_expansion):
 # --------------------------------------------------------------------- fuzz regressions
 
 
-@pytest.mark.parametrize("key", ["x_m", "x_n", "u_m", "u_n"])
+@pytest.mark.parametrize("key", ["x_m", "x_n", "p_hat_m", "p_hat_n"])
 @pytest.mark.parametrize("check", [ty.expansion_error, ty.term_sizes, ty.interaction_along_ray])
 def test_huge_point_is_refused_by_name(output_expansion, check, key):
     """Fuzz item 19: x_m = [1e300, 1e300] lost every digit of the remainder to round-off
@@ -594,11 +596,11 @@ def test_huge_point_is_refused_by_name(output_expansion, check, key):
 
 def test_point_at_the_limit_is_accepted(output_expansion):
     point = dict(ty.demo_point(2))
-    point["u_m"] = np.array([1e6, -1e6])
+    point["p_hat_m"] = np.array([1e6, -1e6])
     assert np.all(np.isfinite(ty.expansion_error(output_expansion, point, [1e-3])))
 
 
-@pytest.mark.parametrize("key", ["x_m", "x_n", "u_m", "u_n"])
+@pytest.mark.parametrize("key", ["x_m", "x_n", "p_hat_m", "p_hat_n"])
 def test_bad_point_entries_are_named_as_entries_of_point(output_expansion, key):
     """Fuzz item 26: the messages named the dict key alone ("x_m must have shape (2,)");
     they now name point['x_m'], so the caller knows which argument is meant."""
