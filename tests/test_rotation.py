@@ -1086,6 +1086,20 @@ def test_partial_rotation_layouts_differ_by_sigma_of_rotary_dim(layout):
     p_d = layout_permutation(d)
     wrong = apply_rope(convert(x, p_d), pos, layout=other, rotary_dim=r)
     assert np.abs(wrong - convert(ours, p_d)).max() > 1e-2
+    # RoPE of dimension d with frequencies base**(-2i/r), then 0: exactly so in the
+    # interleaved layout, only up to the permutation p_r in the half layout
+    freqs = freqs_math(r, 10000.0) + [0.0] * ((d - r) // 2)
+    full = np.empty_like(x)
+    for (a, b), th in zip(pairs(d, layout), freqs, strict=True):
+        c, s = np.cos(pos * th)[:, None], np.sin(pos * th)[:, None]
+        full[..., [a]], full[..., [b]] = (
+            x[..., [a]] * c - x[..., [b]] * s,
+            x[..., [a]] * s + x[..., [b]] * c,
+        )
+    if layout == "interleaved":
+        np.testing.assert_allclose(ours, full, atol=1e-12)
+    else:
+        assert np.abs(ours - full).max() > 1e-2
 
 
 # ----------------------------------------------------------------------- accuracy
