@@ -159,8 +159,10 @@ def _check_tables(n_positions: int, d: int) -> None:
 def _angles(positions: np.ndarray, d: int, base: float) -> np.ndarray:
     """float64 angles m * theta_i, shape (N, d/2).
 
-    int64 -> float64 is exact below 2**53 and the product is rounded once, so the angle
-    carries a relative error of about 1e-16 (1e-9 rad at position 1e7).
+    int64 -> float64 is exact below 2**53 and the product is rounded once.  theta_i =
+    exp(-(2i/d) ln b) carries a relative error near |ln theta_i| 2**-53 (up to a few 1e-15
+    for the slow pairs), but an absolute error of at most a few 2**-53, since |ln t| t <= 1/e:
+    the angle is off by about |m| 2**-53 at most (about 1e-9 rad at position 1e7).
     """
     _check_tables(positions.size, d)
     return positions.astype(np.float64)[:, None] * theta(d, base)[None, :]
@@ -388,10 +390,12 @@ def apply_rope(
     Hugging Face ``rotate_half`` models).  Coordinates :math:`r, \dots, d - 1` pass through
     unchanged (partial rotation): ``apply_rope(x, p, b, layout, r)`` is ``apply_rope`` of
     ``x[..., :r]`` with head dimension :math:`r`, followed by ``x[..., r:]``.  This is what
-    GPT-NeoX does with ``rotary_ndims = int(rotary_pct * head_dim)`` (Hugging Face's
-    ``GPTNeoXAttention``; its inverse frequencies are computed from ``rotary_ndims``, not from
-    the head dimension) in the half layout, and GPT-J with ``rotary_dim`` in the interleaved
-    layout.
+    GPT-NeoX does with ``rotary_ndims = int(rotary_pct * head_dim)`` in the half layout, and
+    GPT-J with ``rotary_dim`` in the interleaved layout.  (Hugging Face's GPT-NeoX computes
+    the inverse frequencies in ``GPTNeoXRotaryEmbedding`` from ``int(head_dim *
+    partial_rotary_factor)``, not from the head dimension, and its ``apply_rotary_pos_emb``
+    rotates ``cos.shape[-1]`` coordinates; ``GPTNeoXAttention.rotary_ndims`` holds the same
+    number but is not used.)
 
     Accuracy: the angles :math:`m\theta_i` and their cosines and sines are computed in
     float64 for every input dtype, then cast once.  For float32 inputs the result is at
@@ -1389,7 +1393,10 @@ def elu_feature_map(x: Any) -> np.ndarray:
 
     .. math:: \psi(x) = x + 1 \ (x > 0),\qquad \psi(x) = e^{x} \ (x \le 0);
 
-    positive everywhere, so the linear-attention denominator is positive.
+    positive everywhere in exact arithmetic, so the linear-attention denominator is positive;
+    in float64, :math:`e^x` underflows to 0 for :math:`x` below about -745, and a denominator
+    can then be exactly 0 (``q = (5, -800)``, ``k = (-800, 5)``), which makes the output of
+    :func:`linear_attention` infinite or ``nan`` (with numpy's division warning).
 
     ``x`` is any finite real array (or torch tensor, converted); the result is float64
     numpy of the same shape.
@@ -1428,7 +1435,8 @@ def linear_attention_weights(
 
     with :math:`\psi` = :func:`elu_feature_map`.  The output of
     :func:`linear_attention` at :math:`m` is :math:`\sum_n C_{mn} v_n / \sum_n Z_{mn}`: the
-    rotation enters the numerator only; the denominator stays positive.
+    rotation enters the numerator only; the denominator stays positive (in exact arithmetic;
+    see :func:`elu_feature_map` for float64 underflow).
 
     Returns
     -------
@@ -1735,14 +1743,14 @@ def plot_layout_mismatch(
     r"""Scores of an interleaved-layout model run with the half layout, converted or not.
 
     A query :math:`q` and a similar key :math:`k = q + \varepsilon` (standard normal
-    :math:`q`, :math:`\varepsilon` with standard deviation 0.3) are placed at distance
-    :math:`x`.  Plotted against :math:`x`:
+    :math:`q`, :math:`\varepsilon` with standard deviation 0.3) are placed at positions
+    :math:`m = 0` and :math:`n`.  Plotted against the distance :math:`n - m`:
 
-    * the original model, interleaved layout: :math:`q^\top R_x k`;
+    * the original model, interleaved layout: :math:`q^\top R_{n-m} k`;
     * the checkpoint converted with :func:`permute_qk_weight`, half layout: the rows are
-      permuted, :math:`(Pq)^\top R^{\text{half}}_x (Pk)` — the same curve;
-    * the permutation forgotten, half layout: :math:`q^\top R^{\text{half}}_x k` — equal at
-      :math:`x = 0` only.
+      permuted, :math:`(Pq)^\top R^{\text{half}}_{n-m} (Pk)` — the same curve;
+    * the permutation forgotten, half layout: :math:`q^\top R^{\text{half}}_{n-m} k` — equal
+      at :math:`n - m = 0` only.
 
     Returns
     -------
@@ -1783,8 +1791,8 @@ def plot_layout_mismatch(
     ax.plot(x, original, label="original (interleaved)", linewidth=2.2, **plotting.line_style(0))
     ax.plot(x, converted, label="converted (half, rows permuted)", **plotting.line_style(2))
     ax.plot(x, forgotten, label="permutation forgotten (half)", **plotting.line_style(1))
-    ax.set_xlabel("relative distance $x = n - m$ (positions)")
-    ax.set_ylabel(r"score $q^\top R_x k$")
+    ax.set_xlabel("distance $n - m$ (positions)")
+    ax.set_ylabel(r"score $q^\top R_{n-m} k$")
     ax.set_title("scores of one query-key pair")
     ax.legend(loc="upper right")
     ax_err.semilogy(
@@ -1793,7 +1801,7 @@ def plot_layout_mismatch(
     ax_err.semilogy(
         x, np.abs(forgotten - original) + 1e-17, label="forgotten", **plotting.line_style(1)
     )
-    ax_err.set_xlabel("relative distance $x = n - m$ (positions)")
+    ax_err.set_xlabel("distance $n - m$ (positions)")
     ax_err.set_ylabel("|score - original score|")
     ax_err.set_title("error (1e-17 added for the log scale)")
     ax_err.legend(loc="center right")

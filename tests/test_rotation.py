@@ -485,6 +485,23 @@ def test_hugging_face_builds_tables_per_sequence(hf):
     assert tuple(rotate_half_cos_sin(np.arange(N), d)[0].shape) == (N, d)
 
 
+def test_hugging_face_casts_its_tables_to_bfloat16(hf):
+    """Chapter 5: LlamaRotaryEmbedding computes cos and sin in float32 and casts them to the
+    activations' dtype, so a model run in bfloat16 uses bfloat16 tables: the numbers of
+    rope_lib's "bfloat16_tables" recipe, with errors near 2**-9 (Meta's code keeps complex64)."""
+    d, N = 64, 3000
+    x = torch.zeros(1, N, 2 * d, dtype=torch.bfloat16)
+    cos, sin = hf.make_rotary(d, 10000.0)(x, torch.arange(N)[None])
+    assert cos.dtype == sin.dtype == torch.bfloat16
+    c, s = cos_sin_tables(np.arange(N), d, 10000.0, "bfloat16_tables")
+    for got, ours in ((cos, c), (sin, s)):
+        halves = got[0].double().numpy().reshape(N, 2, d // 2)
+        np.testing.assert_array_equal(halves[:, 0], halves[:, 1])  # [c | c]
+        assert np.abs(halves[:, 0] - ours).max() <= 2**-8  # at most one bfloat16 step
+    c64, _ = cos_sin_tables(np.arange(N), d, 10000.0, "float64")
+    assert np.abs(cos[0, :, : d // 2].double().numpy() - c64).max() > 2**-10
+
+
 # ---------------------------------------------------------- partial rotation (rotary_dim)
 
 
@@ -567,8 +584,9 @@ def test_partial_rotation_keeps_scores_relative_and_is_differentiable(layout):
 )
 def test_partial_rotation_matches_gpt_neox_attention(monkeypatch, head, pct, base):
     """Hugging Face's GPTNeoXAttention on random weights: rope_lib's half layout with
-    rotary_dim = rotary_ndims = int(rotary_pct * head) rotates q and k as its code path
-    does (the inverse frequencies from rotary_ndims), and the attention output agrees.
+    rotary_dim = int(rotary_pct * head) rotates q and k as its code path does (the inverse
+    frequencies of GPTNeoXRotaryEmbedding, from the same number), and the attention output
+    agrees.
     (96, 0.25) is GPT-NeoX-20B's head (6144 / 64) and fraction, (128, 0.25) Pythia 6.9B's."""
     from transformers import GPTNeoXConfig
     from transformers.models.gpt_neox import modeling_gpt_neox as neox
@@ -591,6 +609,7 @@ def test_partial_rotation_matches_gpt_neox_attention(monkeypatch, head, pct, bas
     x = torch.randn(batch, N, heads * head)
     position_ids = torch.arange(N)[None].expand(batch, N)
     cos, sin = neox.GPTNeoXRotaryEmbedding(config)(x, position_ids)
+    assert cos.shape[-1] == r  # the width apply_rotary_pos_emb rotates
     seen = {}
     real = neox.apply_rotary_pos_emb
 
@@ -621,6 +640,50 @@ def test_partial_rotation_matches_gpt_neox_attention(monkeypatch, head, pct, bas
         if r < head:  # the whole head rotated instead: not GPT-NeoX
             wrong = apply_rope(q, pos, base, "half")
             assert (wrong - seen["q_rot"]).abs().max().item() > 1e-2
+
+
+def test_hugging_face_gpt_neox_takes_the_rotated_width_from_its_tables():
+    """Chapter 5 and apply_rope's docstring: in Hugging Face's GPT-NeoX the inverse frequencies
+    come from GPTNeoXRotaryEmbedding, with int(head_dim * partial_rotary_factor), and
+    apply_rotary_pos_emb rotates as many coordinates as the tables have; the attention's
+    rotary_ndims holds the same number but is not used (setting it changes nothing)."""
+    from transformers import GPTNeoXConfig
+    from transformers.models.gpt_neox import modeling_gpt_neox as neox
+
+    head, heads, N, base = 96, 2, 7, 10000.0
+
+    def config(pct):
+        c = GPTNeoXConfig(
+            hidden_size=heads * head,
+            num_attention_heads=heads,
+            rotary_pct=pct,
+            rotary_emb_base=base,
+            intermediate_size=8,
+            num_hidden_layers=1,
+            vocab_size=8,
+        )
+        c._attn_implementation = "eager"
+        return c
+
+    r = int(head * 0.25)
+    rotary = neox.GPTNeoXRotaryEmbedding(config(0.25))
+    np.testing.assert_allclose(rotary.inv_freq.double().numpy(), freqs_math(r, base), rtol=1e-6)
+    torch.manual_seed(1)
+    attn = neox.GPTNeoXAttention(config(0.25), layer_idx=0).eval()
+    assert attn.rotary_ndims == r
+    x = torch.randn(1, N, heads * head)
+    cos, sin = rotary(x, torch.arange(N)[None])
+    assert cos.shape[-1] == r
+    with torch.no_grad():
+        out = attn(x, attention_mask=None, position_embeddings=(cos, sin))[0]
+        attn.rotary_ndims = head  # the whole head, if forward read it
+        assert torch.equal(attn(x, attention_mask=None, position_embeddings=(cos, sin))[0], out)
+    # tables of another width: that many coordinates are rotated, whatever rotary_ndims says
+    cos2, sin2 = neox.GPTNeoXRotaryEmbedding(config(0.5))(x, torch.arange(N)[None])
+    q = torch.randn(1, heads, N, head)
+    q_hf, _ = neox.apply_rotary_pos_emb(q, q, cos2, sin2)
+    ours = apply_rope(q, np.arange(N), base, "half", rotary_dim=head // 2)
+    assert (q_hf - ours).abs().max().item() < 1e-5
 
 
 @pytest.mark.parametrize(("head", "r"), [(64, 16), (256, 64), (32, 32)])
@@ -853,6 +916,190 @@ def test_gqa_converter_permutes_keys_per_kv_head_and_biases():
     assert np.abs(wrong - original)[:, off].max() > 1e-2
     no_bias = qk_scores(x, right[0], right[1], n_heads, pos, n_kv, b_q, b_k, layout="half")
     assert np.abs(no_bias - original)[:, off].max() > 1e-2
+
+
+def test_one_token_output_test_misses_converter_mistakes():
+    """Chapter 5 (the forgotten permutation, exercise 5): in a causal language model the
+    output at the first position does not depend on W_q and W_k (one key, softmax weight 1),
+    so comparing the outputs of a one-token prompt misses every conversion mistake, while the
+    second position of a two-token prompt shows all three (the permutation forgotten, W_k
+    permuted per n_heads, the biases left alone).  Peer: Hugging Face's LlamaForCausalLM in the
+    half layout, with GQA and biased q/k projections, converted from an interleaved checkpoint
+    made here by the inverse permutation."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    H, H_kv, d = 4, 2, 8
+    config = LlamaConfig(
+        vocab_size=32,
+        hidden_size=H * d,
+        intermediate_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=H,
+        num_key_value_heads=H_kv,
+        head_dim=d,
+        attention_bias=True,
+    )
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        for layer in model.model.layers:
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj):
+                proj.bias.normal_()  # initialised to zero
+    half = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def heads(name: str, mistake: str = "") -> int:
+        return H if "q_proj" in name or mistake == "W_k per n_heads" else H_kv
+
+    rotary = [k for k in half if "q_proj" in k or "k_proj" in k]
+    interleaved = dict(half)
+    for k in rotary:
+        interleaved[k] = permute_qk_weight(half[k], heads(k), to="interleaved")
+
+    def convert(mistake: str) -> dict:
+        state = dict(interleaved)
+        for k in rotary:
+            if mistake == "forgotten" or (mistake == "biases kept" and k.endswith("bias")):
+                continue
+            state[k] = permute_qk_weight(interleaved[k], heads(k, mistake))
+        return state
+
+    def logits(state: dict, tokens: list[int]) -> torch.Tensor:
+        model.load_state_dict(state)
+        with torch.no_grad():
+            return model(torch.tensor([tokens])).logits[0]
+
+    right = convert("right")
+    assert all(torch.equal(right[k], half[k]) for k in rotary)
+    one, two = logits(right, [5]), logits(right, [5, 17])
+    for mistake in ("forgotten", "W_k per n_heads", "biases kept"):
+        state = convert(mistake)
+        assert any(not torch.equal(state[k], half[k]) for k in rotary)
+        assert torch.equal(logits(state, [5]), one)  # a one-token test passes
+        wrong = logits(state, [5, 17])
+        assert torch.equal(wrong[0], two[0])  # the first position too
+        assert (wrong[1] - two[1]).abs().max().item() > 1e-3 * two[1].abs().max().item()
+
+
+@pytest.mark.parametrize("model", ["qwen3", "olmo2"])
+def test_converter_permutes_the_qk_norm_weights(monkeypatch, model):
+    """Chapter 5 (converting checkpoints): a normalisation between the projection and the
+    rotation must be permuted with the rows.  Hugging Face's Qwen3 normalises each head of q
+    and k (weight of d entries: permuted by sigma), OLMo 2 the whole width (weight permuted head
+    by head like the rows).  The scores of the converted Hugging Face attention equal those of
+    the interleaved model, computed here with its RMSNorm written out; with the norm weights
+    left alone they do not."""
+    import importlib
+
+    import transformers
+
+    hf_mod = importlib.import_module(f"transformers.models.{model}.modeling_{model}")
+    prefix = {"qwen3": "Qwen3", "olmo2": "Olmo2"}[model]
+    Config = getattr(transformers, f"{prefix}Config")
+    H, H_kv, d, N, width = 4, 2, 16, 7, 32
+    config = Config(
+        hidden_size=width,
+        num_attention_heads=H,
+        num_key_value_heads=H_kv,
+        head_dim=d,
+        intermediate_size=8,
+        num_hidden_layers=1,
+        vocab_size=8,
+    )
+    config._attn_implementation = "eager"
+    torch.manual_seed(2)
+    attn = getattr(hf_mod, f"{prefix}Attention")(config, layer_idx=0).eval()
+    eps, base = config.rms_norm_eps, config.rope_parameters["rope_theta"]
+    per_head = model == "qwen3"
+    W_q, W_k = torch.randn(H * d, width), torch.randn(H_kv * d, width)
+    norm_size = (d, d) if per_head else (H * d, H_kv * d)
+    w_q, w_k = (1 + 0.5 * torch.randn(n) for n in norm_size)
+    x = torch.randn(1, N, width)
+
+    def rms(y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + eps) * w
+
+    def reference(W: torch.Tensor, w: torch.Tensor, count: int) -> torch.Tensor:
+        y = x @ W.T  # (1, N, count * d)
+        y = rms(y.view(1, N, count, d), w) if per_head else rms(y, w).view(1, N, count, d)
+        return apply_rope(y.transpose(1, 2), np.arange(N), base, "interleaved")
+
+    def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return q @ k.repeat_interleave(H // H_kv, dim=1).transpose(-1, -2)
+
+    expected = scores(reference(W_q, w_q, H), reference(W_k, w_k, H_kv))
+    seen = {}
+    real = hf_mod.apply_rotary_pos_emb
+
+    def spy(q, k, cos, sin, *args, **kwargs):
+        out = real(q, k, cos, sin, *args, **kwargs)
+        seen.update(q=out[0], k=out[1])
+        return out
+
+    monkeypatch.setattr(hf_mod, "apply_rotary_pos_emb", spy)
+    position_embeddings = getattr(hf_mod, f"{prefix}RotaryEmbedding")(config)(
+        x, torch.arange(N)[None]
+    )
+
+    def converted(norm_q: torch.Tensor, norm_k: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            attn.q_proj.weight.copy_(permute_qk_weight(W_q, H))
+            attn.k_proj.weight.copy_(permute_qk_weight(W_k, H_kv))
+            attn.q_norm.weight.copy_(norm_q)
+            attn.k_norm.weight.copy_(norm_k)
+            attn(x, position_embeddings=position_embeddings, attention_mask=None)
+        return scores(seen["q"], seen["k"])
+
+    if per_head:
+        p = torch.from_numpy(layout_permutation(d))
+        right = converted(w_q[p], w_k[p])
+    else:
+        right = converted(permute_qk_weight(w_q, H), permute_qk_weight(w_k, H_kv))
+    scale = expected.abs().max().item()
+    assert (right - expected).abs().max().item() < 1e-5 * scale
+    kept = converted(w_q, w_k)  # the norm weights left alone
+    assert (kept - expected).abs().max().item() > 1e-2 * scale
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_partial_rotation_layouts_differ_by_sigma_of_rotary_dim(layout):
+    """Chapter 5: with rotary_dim = r < d, converting between the layouts permutes the first r
+    coordinates of each head by sigma of size r and leaves the rest; sigma of size d does
+    not convert."""
+    d, r = 16, 8
+    x = np.random.default_rng(14).standard_normal((3, 9, d))
+    pos = np.arange(9) * 5
+    p_r = np.r_[layout_permutation(r), np.arange(r, d)]
+    other = "half" if layout == "interleaved" else "interleaved"
+    if layout == "interleaved":  # interleaved -> half: x -> x[p]
+
+        def convert(y, p):
+            return y[..., p]
+    else:  # half -> interleaved: the inverse permutation
+
+        def convert(y, p):
+            return y[..., np.argsort(p)]
+
+    ours = apply_rope(x, pos, layout=layout, rotary_dim=r)
+    converted = apply_rope(convert(x, p_r), pos, layout=other, rotary_dim=r)
+    np.testing.assert_allclose(converted, convert(ours, p_r), atol=1e-12)
+    p_d = layout_permutation(d)
+    wrong = apply_rope(convert(x, p_d), pos, layout=other, rotary_dim=r)
+    assert np.abs(wrong - convert(ours, p_d)).max() > 1e-2
+    # RoPE of dimension d with frequencies base**(-2i/r), then 0: exactly so in the
+    # interleaved layout, only up to the permutation p_r in the half layout
+    freqs = freqs_math(r, 10000.0) + [0.0] * ((d - r) // 2)
+    full = np.empty_like(x)
+    for (a, b), th in zip(pairs(d, layout), freqs, strict=True):
+        c, s = np.cos(pos * th)[:, None], np.sin(pos * th)[:, None]
+        full[..., [a]], full[..., [b]] = (
+            x[..., [a]] * c - x[..., [b]] * s,
+            x[..., [a]] * s + x[..., [b]] * c,
+        )
+    if layout == "interleaved":
+        np.testing.assert_allclose(ours, full, atol=1e-12)
+    else:
+        assert np.abs(ours - full).max() > 1e-2
 
 
 # ----------------------------------------------------------------------- accuracy
@@ -1107,6 +1354,19 @@ def test_elu_feature_map():
     assert np.all(elu_feature_map(x) > 0)
 
 
+def test_linear_attention_denominator_can_underflow_to_zero():
+    """Chapters 4 and the docstrings of elu_feature_map: positive in exact arithmetic, but
+    e^x underflows to 0 in float64, and the denominator of q = (5, -800), k = (-800, 5) is
+    exactly 0; linear_attention then returns a non-finite output, with numpy's warning."""
+    assert elu_feature_map(np.array([-800.0]))[0] == 0.0 < math.exp(-700)
+    q, k = np.array([[5.0, -800.0]]), np.array([[-800.0, 5.0]])
+    _, Z = linear_attention_weights(q, k, [0])
+    assert Z[0, 0] == 0.0
+    with pytest.warns(RuntimeWarning):
+        out = linear_attention(q, k, np.ones((1, 1)), [0])
+    assert not np.isfinite(out).any()
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
 def test_linear_attention_matches_quadratic_route(causal, layout):
@@ -1191,11 +1451,13 @@ def _new_tensors(fn) -> tuple[int, list[str]]:
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
 def test_apply_rope_allocations_are_as_chapter_5_says(layout):
     """Chapter 5's account of the torch route (the eager route, which every tensor below the
-    fused kernel's size limit takes): float32 and float64 outside autograd, one new tensor,
-    the output; float16 and bfloat16, two more (the float32 copy of x, the result converted
-    back); under autograd the half layout builds its result out of place; rotary_dim < d adds
-    the concatenation with the passed-through coordinates (and, interleaved, a contiguous copy
-    of the rotated slice)."""
+    fused kernel's size limit takes): float32 and float64 outside autograd, once the tables
+    are cached, one new tensor, the output; the first call at new positions also builds the
+    tables (interleaved: two casts and the complex table; half: two (N, d) tables); a tensor
+    with an odd storage offset is copied first in the interleaved layout; float16 and
+    bfloat16, two more (the float32 copy of x, the result converted back); under autograd the
+    half layout builds its result out of place; rotary_dim < d adds the concatenation with the
+    passed-through coordinates (and, interleaved, a contiguous copy of the rotated slice)."""
     pos = np.arange(5)
 
     def count(x, **kwargs):
@@ -1204,6 +1466,16 @@ def test_apply_rope_allocations_are_as_chapter_5_says(layout):
 
     for dtype in (torch.float32, torch.float64):
         assert count(torch.randn(2, 5, 16, dtype=dtype))[0] == 1
+    _clear_table_caches()
+    x_new = torch.randn(2, 5, 16)
+    n, ops = _new_tensors(lambda: apply_rope(x_new, pos, layout=layout))
+    if layout == "interleaved":
+        assert n == 4 and ops.count("_to_copy.default") == 2 and "complex.default" in ops
+    else:
+        assert n == 3 and ops.count("_to_copy.default") == 2
+    odd = torch.randn(2 * 5 * 16 + 1)[1:].view(2, 5, 16)  # contiguous, storage offset 1
+    assert odd.is_contiguous() and odd.storage_offset() == 1
+    assert count(odd)[0] == (1 if layout == "half" else 2)
     # not contiguous: the interleaved layout copies it once first
     strided = torch.randn(5, 2, 16).transpose(0, 1)
     assert count(strided)[0] == (1 if layout == "half" else 2)
@@ -1217,6 +1489,23 @@ def test_apply_rope_allocations_are_as_chapter_5_says(layout):
         assert n == 1  # the complex product is differentiable as it is
     n, ops = count(torch.randn(2, 5, 16), rotary_dim=8)
     assert n == (2 if layout == "half" else 3) and "cat.default" in ops
+
+
+def test_teaching_routes_allocate_as_chapter_5_says():
+    """Chapter 5: the LLaMA route writes one tensor per rotated tensor in float32 (the complex
+    product; xq.float() and the views copy nothing) and three in float16 (the float32 copy, the
+    product, the conversion back); the rotate_half route writes five (-x2, the concatenation,
+    two products, the sum)."""
+    N, d = 6, 8
+    freqs_cis = llama_precompute_freqs_cis(d, N)
+    for dtype, per_tensor in ((torch.float32, 1), (torch.float16, 3)):
+        xq = torch.randn(2, N, 4, d).to(dtype)
+        n, _ = _new_tensors(lambda xq=xq: llama_apply_rotary_emb(xq, xq, freqs_cis))
+        assert n == 2 * per_tensor  # query and key
+    cos, sin = rotate_half_cos_sin(np.arange(N), d)
+    xh = torch.randn(2, 4, N, d)
+    n, ops = _new_tensors(lambda: apply_rotate_half(xh, cos, sin))
+    assert n == 5 and "cat.default" in ops and "neg.default" in ops
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
@@ -1432,6 +1721,7 @@ def test_plot_layout_mismatch():
         assert forgotten[0] == pytest.approx(expected[0])
         assert np.abs(forgotten[1:] - expected[1:]).max() > 1.0
         assert "distance" in ax.get_xlabel() and ax.get_ylabel()
+        assert "n - m" in ax.get_xlabel() and "$x" not in ax.get_xlabel()  # x: a vector
         assert ax.get_legend() is not None
     finally:
         plt.close(fig)
