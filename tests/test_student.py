@@ -57,7 +57,9 @@ RAW_EQ_LABEL = re.compile(r"\$\$[ \t]*\([\w:.-]+\)[ \t]*$", re.M)
 @pytest.fixture(scope="module")
 def edition(tmp_path_factory: pytest.TempPathFactory) -> Edition:
     folder = tmp_path_factory.mktemp("edition")
-    return build(folder / "student", instructor=folder / "instructor", cache_dir=None)
+    # the executions are kept (keyed on each notebook and rope_lib), so CI's `make student`
+    # and `make instructor` after the tests reuse them instead of executing every chapter again
+    return build(folder / "student", instructor=folder / "instructor")
 
 
 def _label_chapter(edition: Edition) -> dict[str, str]:
