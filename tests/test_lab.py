@@ -364,10 +364,13 @@ const app = window.jupyterapp, start = Date.now();
 })();
 """
 
+# Start "run all" on the notebook open on `path`; its result lands in window.ropeRuns[path]
+# (polled by _run_all: a chapter can run longer than one WebDriver call may last).
 RUN_ALL_JS = """
-const path = arguments[0], done = arguments[arguments.length - 1];
-const app = window.jupyterapp;
+const path = arguments[0], app = window.jupyterapp;
 const w = Array.from(app.shell.widgets('main')).find((w) => w.context && w.context.path === path);
+window.ropeRuns = window.ropeRuns || {};
+window.ropeRuns[path] = null;
 (async () => {
   await w.sessionContext.ready;
   app.shell.activateById(w.id);
@@ -378,8 +381,22 @@ const w = Array.from(app.shell.widgets('main')).find((w) => w.context && w.conte
     await new Promise((r) => setTimeout(r, 100));
   }
   return {ok: ok, status: kernel.status, kernel: kernel.name};
-})().then(done, (e) => done({error: String(e)}));
+})().then((r) => { window.ropeRuns[path] = r; },
+          (e) => { window.ropeRuns[path] = {error: String(e)}; });
+return true;
 """
+
+
+def _run_all(driver, path: str, timeout: float = 1200) -> dict:
+    """Run every cell of the notebook open on ``path``; wait for the kernel to be idle."""
+    assert driver.execute_script(RUN_ALL_JS, path) is True
+    return _wait(
+        driver,
+        lambda: driver.execute_script("return (window.ropeRuns || {})[arguments[0]]", path),
+        timeout,
+        f"every cell of {path} to run",
+    )
+
 
 OUTPUTS_JS = """
 const path = arguments[0], app = window.jupyterapp;
@@ -511,7 +528,7 @@ def test_chapter_runs_as_a_live_notebook_in_jupyterlab(lab) -> None:
         assert opened["cells"] == expected_cells
 
         # Run all cells; every code cell runs, and none has error output.
-        run = driver.execute_async_script(RUN_ALL_JS, CHAPTER)
+        run = _run_all(driver, CHAPTER)
         assert run.get("ok") is True and run.get("status") == "idle", run
         state = driver.execute_script(OUTPUTS_JS, CHAPTER)
         cells = state["cells"]
@@ -691,7 +708,7 @@ def test_every_page_opens_runs_and_leaves_the_checkout_clean(lab) -> None:
                     problems.append(f"{path}: JupyterLab numbers {shown}, the site {expected}")
                 saves = _saves(log, path)
                 assert driver.execute_async_script(STATIC_FIGURES_JS, path) == "ok", path
-                run = driver.execute_async_script(RUN_ALL_JS, path)
+                run = _run_all(driver, path)
                 assert run.get("ok") is True and run.get("status") == "idle", (path, run)
                 cells = driver.execute_script(OUTPUTS_JS, path)["cells"]
                 errors = [
