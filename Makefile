@@ -32,7 +32,7 @@ AXE_JS       := $(BUILD_DIR)/axe/axe.min.js
 # `nb_execution_raise_on_error` in _config.yml.
 JB_FLAGS := -W -n --keep-going
 
-.PHONY: book test bench lint serve lab student clean venv assets browser jb-build experiment binder-env
+.PHONY: book test bench lint serve lab student instructor clean venv assets browser jb-build experiment binder-env
 
 book: $(VENV_STAMP) $(VENDOR_STAMP)
 	@$(MAKE) --no-print-directory jb-build
@@ -57,14 +57,18 @@ test:
 	@$(MAKE) --no-print-directory -j2 book browser binder-env $(AXE_JS)
 	$(PY) -m pytest -n 2 --dist loadgroup tests
 
+# QUICK=1: every benchmark in its quick mode (fewer repetitions, no full minimum-base table),
+# a check that all of them run; CI runs it.
 bench: $(VENV_STAMP) $(VENDOR_STAMP) browser
-	$(PY) -m bench
+	$(PY) -m bench $(if $(filter 1 yes true,$(QUICK)),--quick)
 
 # Every sweep chapter 9 reads, on both cores (experiment 1's full and uniform sweeps in one
 # process, experiment 2's in another), one progress bar with the time left; resumable
 # (_build/experiment*); rewrites rope_lib/data/experiment_{full,uniform,lm_full}.json.
+# SMOKE=1: both experiments' smoke sweeps instead, everything under _build/experiment-smoke
+# (rope_lib/data untouched); CI runs it.
 experiment: $(VENV_STAMP)
-	$(PY) -m rope_lib.experiment_cli --all
+	$(PY) -m rope_lib.experiment_cli --all $(if $(filter 1 yes true,$(SMOKE)),--smoke)
 
 lint: $(VENV_STAMP)
 	$(VENV)/bin/ruff check rope_lib tests bench tools course _ext
@@ -80,12 +84,26 @@ lab: $(VENV_STAMP)
 	$(PY) tools/lab.py --port '$(LAB_PORT)'
 
 # The student edition: every chapter as a plain .ipynb without the exercise solutions,
-# with otter-grader self-checks (tests/ next to the notebooks).  See course/student.py.
-student: $(VENV_STAMP)
+# with otter-grader self-checks (tests/ next to the notebooks).  It takes the text of the
+# book's cross-references from the book build, hence `book` first.  An existing edition
+# with changes (a student's answers) is never overwritten: the new one goes beside it
+# (_build/student-2, ...).  See course/student.py.
+student: $(VENV_STAMP) book
 	$(PY) -m course.student --out $(BUILD_DIR)/student
 
+# For the teacher only: the chapters with their solutions, the answer key of every
+# self-check and an otter-grader autograder archive per chapter.  The chapters are executed
+# once for both editions (_build/course-cache).  See course/instructor.py.
+instructor: $(VENV_STAMP) book
+	$(PY) -m course.instructor --out $(BUILD_DIR)/instructor
+
+# Everything in _build but the student editions (students' answers may be saved there:
+# remove them yourself).
 clean:
-	rm -rf $(BUILD_DIR) $(VENDOR) .pytest_cache .ruff_cache .hypothesis
+	@kept=$$(find $(BUILD_DIR) -mindepth 1 -maxdepth 1 -name 'student*' 2>/dev/null || true); \
+	find $(BUILD_DIR) -mindepth 1 -maxdepth 1 ! -name 'student*' -exec rm -rf {} + 2>/dev/null || true; \
+	if [ -n "$$kept" ]; then echo "make clean: kept" $$kept "(students' work may be in it: remove it yourself)"; fi
+	rm -rf $(VENDOR) .pytest_cache .ruff_cache .hypothesis
 
 venv: $(VENV_STAMP)
 

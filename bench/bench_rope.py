@@ -56,6 +56,7 @@ from rope_lib import apply_rope, llama_apply_rotary_emb, llama_precompute_freqs_
 SHAPE = (1, 32, 4096, 128)  # (batch, heads, T, d)
 BASE = 10000.0
 REPEATS = 9
+QUICK_REPEATS = 3
 FLOOR = "copy into preallocated buffers"
 PEERS = ("HF apply_rotary_pos_emb", "LLaMA complex", "rotary-embedding-torch")
 
@@ -86,7 +87,10 @@ def _rotary_embedding_torch(d: int, T: int):
     return rotary
 
 
-def main(repeats: int = REPEATS) -> dict[str, float]:
+def main(repeats: int = REPEATS, quick: bool = False) -> dict[str, float]:
+    """Time every route and print the table; ``quick``: :data:`QUICK_REPEATS` repetitions."""
+    if quick:
+        repeats = min(repeats, QUICK_REPEATS)
     start = time.perf_counter()
     kernel = rope_lib._fused.kernel()  # builds it, or loads it from the cache
     ready = time.perf_counter() - start
