@@ -1,5 +1,5 @@
 """Tests of rope_lib.attention: attention against a naive loop, permutation symmetry,
-numpy/torch agreement, the sentence demo, the sympy proofs, bad input and the figures."""
+numpy/torch agreement, the sentence demo, the sympy proofs and bad input."""
 
 from __future__ import annotations
 
@@ -549,8 +549,6 @@ def test_symbolic_equivariance_is_zero():
         (lambda: att.symbolic_equivariance([0]), ValueError, "perm"),
         (lambda: att.symbolic_equivariance("012"), TypeError, "perm"),
         (lambda: att.symbolic_equivariance([0, 2]), ValueError, "perm"),
-        (lambda: att.plot_reordering_weights(order=(0, 1)), ValueError, "order"),
-        (lambda: att.plot_token_output(token="great"), ValueError, "token"),
     ],
 )
 def test_bad_input(call, error, match):
@@ -561,43 +559,6 @@ def test_bad_input(call, error, match):
 # ---------------------------------------------------------------------------------------------
 # figures
 # ---------------------------------------------------------------------------------------------
-def test_plot_reordering_weights_shows_the_weights():
-    fig = att.plot_reordering_weights(("this", "is", "awesome"), (0, 2, 1), d=4, seed=0)
-    axes = [ax for ax in fig.axes if ax.images]
-    assert len(axes) == 4
-    x = att.word_embeddings("this is awesome", 4, 0)
-    w_q, w_k, _ = att.demo_projections(4, 0)
-    q, k = x @ w_q.T, x @ w_k.T
-    expected = np.array([[naive_attention(q[i : i + 1], k, np.eye(3))[0] for i in range(3)]])[0]
-    np.testing.assert_allclose(axes[0].images[0].get_array(), expected, rtol=0, atol=1e-13)
-    # top right: the reordered sentence; its weights are the original ones, permuted
-    idx = np.array([0, 2, 1])
-    np.testing.assert_allclose(
-        axes[1].images[0].get_array(), expected[np.ix_(idx, idx)], rtol=0, atol=1e-13
-    )
-    labels = [t.get_text() for t in axes[1].get_xticklabels()]
-    assert labels == ["this", "awesome", "is"]
-    # bottom row (with positions) differs from the top row after undoing the reordering
-    bottom = np.asarray(axes[3].images[0].get_array())
-    assert np.max(np.abs(bottom - expected[np.ix_(idx, idx)])) > 1e-3
-    assert all(ax.get_xlabel() and ax.get_ylabel() and ax.get_title() for ax in axes)
-
-
-def test_plot_token_output_bars():
-    fig = att.plot_token_output(d=4, seed=0)
-    ax_plain, ax_pos = fig.axes[:2]
-    heights = [[p.get_height() for p in c] for c in ax_plain.containers]
-    x = att.word_embeddings("this is awesome", 4, 0)
-    expected = naive_self_attention(x, *att.demo_projections(4, 0))[2]
-    np.testing.assert_allclose(heights[0], expected, rtol=0, atol=1e-13)
-    np.testing.assert_allclose(heights[1], expected, rtol=0, atol=1e-13)
-    heights_pos = [[p.get_height() for p in c] for c in ax_pos.containers]
-    assert np.max(np.abs(np.subtract(*heights_pos))) > 0.05
-    assert fig.legends and ax_plain.get_xlabel()
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
-        "\u201cthis is awesome\u201d",
-        "\u201cthis awesome is\u201d",
-    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -646,24 +607,6 @@ def _row_args():
             TypeError,
             "causal must be True or False",
         ),
-        (lambda: att.plot_token_output(position_scale=float("nan")), ValueError, "position_scale"),
-        (lambda: att.plot_token_output(position_scale=[1.0]), TypeError, "position_scale"),
-        (lambda: att.plot_reordering_weights(position_scale=0.0), ValueError, "position_scale"),
-        (lambda: att.plot_reordering_weights(position_seed=-1), ValueError, "position_seed"),
-        (lambda: att.plot_token_output(position_seed=2.5), TypeError, "position_seed"),
-        (lambda: att.plot_token_output(token=2), TypeError, "token must"),
-        (lambda: att.plot_token_output(d=257), ValueError, "d must be at most 256"),
-        (lambda: att.plot_reordering_weights(d=10**9), ValueError, "d must"),
-        (lambda: att.plot_reordering_weights(words=object()), TypeError, "words must"),
-        (
-            lambda: att.plot_reordering_weights(
-                words=[f"w{i}" for i in range(33)], order=range(33)
-            ),
-            ValueError,
-            "words must hold at most 32",
-        ),
-        (lambda: att.plot_reordering_weights(order="021"), TypeError, "order"),
-        (lambda: att.plot_reordering_weights(order=[[0], [1, 2]]), TypeError, "order"),
         (lambda: att.symbolic_invariance(with_positions="no"), TypeError, "with_positions must"),
         (lambda: att.symbolic_invariance(d=10**15), ValueError, "d must"),
         (lambda: att.symbolic_equivariance(np.int64(3)), TypeError, "perm"),
@@ -770,18 +713,6 @@ def test_symbolic_row_of_unit_scores_is_the_plain_mean():
     assert row == sp.Matrix([3, -1])
 
 
-def test_plot_positions_use_position_scale_and_seed():
-    """The bottom (with positions) bars are the naive self-attention of x + p with
-    p = random_positions(N, d, position_seed, position_scale)."""
-    fig = att.plot_token_output(d=4, seed=0, position_scale=2.5, position_seed=7)
-    ax_pos = fig.axes[1]
-    heights = [[p.get_height() for p in c] for c in ax_pos.containers]
-    x = att.word_embeddings("this is awesome", 4, 0)
-    p = np.random.default_rng([7, 2]).standard_normal((3, 4)) * 2.5
-    expected = naive_self_attention(x + p, *att.demo_projections(4, 0))[2]
-    np.testing.assert_allclose(heights[0], expected, rtol=0, atol=1e-12)
-
-
 def test_attention_overflow_is_refused_not_nan():
     """Scores beyond float64 would make softmax return nan; the inputs are refused instead,
     and scores just below the limit still give probabilities."""
@@ -837,14 +768,6 @@ def test_attention_weights_overflow_still_names_q_and_k():
     q = np.array([[1e160, 0.0]])
     with pytest.raises(ValueError, match=r"^q and k are so large"):
         att.scaled_dot_product_attention(q, q, q)
-
-
-@pytest.mark.parametrize("plot", [att.plot_reordering_weights, att.plot_token_output])
-def test_figures_name_position_scale_when_scores_overflow(plot):
-    """Fuzz item 23: position_scale=1e300 was refused as "positions are so large"; the
-    figures take no positions, so the refusal names position_scale."""
-    with pytest.raises(ValueError, match=r"^position_scale = 1e\+300 is so large"):
-        plot(position_scale=1e300)
 
 
 def test_sentence_attention_still_names_positions():

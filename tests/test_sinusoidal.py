@@ -16,7 +16,6 @@ import pytest
 import sympy as sp
 from hypothesis import given
 from hypothesis import strategies as st
-from matplotlib.image import AxesImage
 
 from rope_lib import (
     complex_encoding,
@@ -25,8 +24,6 @@ from rope_lib import (
     diagonal_h_score,
     gram_matrix,
     orthogonal_normal_form,
-    plot_encoding,
-    plot_inner_products,
     shift_isometry,
     shift_matrix,
     sinusoidal,
@@ -578,57 +575,9 @@ def test_bad_inputs_of_the_other_functions():
         symbolic_encoding(3, 4)
     with pytest.raises(ValueError, match="d must be an even integer"):
         symbolic_encoding("m", 7)
-    with pytest.raises(ValueError, match="length must be an integer >= 2"):
-        plot_inner_products(d=8, length=1)
-    with pytest.raises(ValueError, match="max_distance must be an integer >= 1"):
-        plot_inner_products(d=8, length=4, max_distance=0)
-    with pytest.raises(ValueError, match="length must be an integer >= 1"):
-        plot_encoding(length=0)
-    with pytest.raises(ValueError, match="base must be a finite real number > 1"):
-        plot_encoding(base=0.9)
 
 
 # --------------------------------------------------------------------------- figures
-
-
-def test_plot_inner_products_data():
-    import matplotlib.pyplot as plt
-
-    d, base, length = 16, 100.0, 24
-    fig = plot_inner_products(d=d, base=base, length=length, max_distance=60)
-    try:
-        ax_map, ax_curve = fig.axes[0], fig.axes[1]
-        images = [a for a in ax_map.get_children() if isinstance(a, AxesImage)]
-        assert len(images) == 1
-        data = np.asarray(images[0].get_array())
-        expected = np.array([[ref_g(m - n, d, base) for n in range(length)] for m in range(length)])
-        np.testing.assert_allclose(data, expected, atol=1e-12)
-        assert images[0].get_clim() == pytest.approx((expected.min(), d / 2), abs=1e-12)
-        line = ax_curve.get_lines()[0]
-        np.testing.assert_array_equal(line.get_xdata(), np.arange(61))
-        np.testing.assert_allclose(
-            line.get_ydata(), [ref_g(x, d, base) for x in range(61)], atol=1e-12
-        )
-        assert ax_map.get_xlabel() and ax_map.get_ylabel()
-        assert "x" in ax_curve.get_xlabel() and ax_curve.get_ylabel()
-        assert ax_curve.get_legend() is not None
-    finally:
-        plt.close(fig)
-
-
-def test_plot_encoding_data():
-    import matplotlib.pyplot as plt
-
-    fig = plot_encoding(length=30, d=10, base=10000.0)
-    try:
-        ax = fig.axes[0]
-        images = [a for a in ax.get_children() if isinstance(a, AxesImage)]
-        data = np.asarray(images[0].get_array())
-        np.testing.assert_allclose(data, ref_sinusoidal(range(30), 10, 10000.0), atol=1e-12)
-        assert "position" in ax.get_ylabel() and "dimension" in ax.get_xlabel()
-        assert ax.get_title()
-    finally:
-        plt.close(fig)
 
 
 # --------------------------------------------------------------------------- limits and forms
@@ -742,19 +691,6 @@ def test_symbolic_encoding_symbol_and_position_strings():
             symbolic_encoding("m", 4, symbol=bad)
     with pytest.raises(ValueError, match="position must be a sympy expression or a str"):
         symbolic_encoding("m n", 4)
-
-
-def test_figure_sizes_are_bounded_by_name():
-    with pytest.raises(ValueError, match=r"length must be an integer <= 2048.*length\*\*2 cells"):
-        plot_inner_products(d=8, length=2049)
-    with pytest.raises(ValueError, match=r"max_distance must be an integer <= 4194303"):
-        plot_inner_products(d=8, length=16, max_distance=10**15)
-    with pytest.raises(ValueError, match=r"max_distance \+ 1 positions x d.*MAX_ELEMENTS"):
-        plot_inner_products(d=1 << 16, length=16, max_distance=1 << 12)
-    with pytest.raises(ValueError, match=r"length must be an integer <= 65536.*length \* d cells"):
-        plot_encoding(length=65537, d=64)
-    with pytest.raises(ValueError, match=r"length must be an integer <= 64\b"):
-        plot_encoding(length=65, d=1 << 16)
 
 
 @pytest.mark.parametrize("atol", [1.0, 2.0, 2**63, 1e300])

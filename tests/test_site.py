@@ -4,7 +4,7 @@ For each page: no console errors, no request leaving localhost, every equation
 typeset by MathJax, every image loaded, a full-page screenshot saved under
 ``_build/screenshots/``.  For each interactive figure: every slider is labelled
 and changes the figure, the keyboard moves it, and the numbers the page computes
-equal ``rope_lib.widgets.compute`` at several slider settings.
+equal ``rope_lib.figures.interactive.compute`` at several slider settings.
 
 Run after ``make book`` (``make test`` does both).
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rope_lib.widgets import MODELS, compute
+from rope_lib.figures.interactive import MODELS, compute
 
 from .sitebrowser import (
     FIGURE_STATE_JS,

@@ -1,5 +1,5 @@
 """Tests of rope_lib.taylor: the six terms against independent routes (polynomial truncation,
-series along a ray, finite differences), the cubic order of the remainder, bad input, figures."""
+series along a ray, finite differences), the cubic order of the remainder and bad input."""
 
 from __future__ import annotations
 
@@ -14,69 +14,11 @@ from hypothesis import strategies as st
 
 from rope_lib import taylor as ty
 
+from .taylor_routes import RATIONAL_POINT, naive_model, output_model_by_hand, own_slope
 
 # ---------------------------------------------------------------------------------------------
 # independent implementations
 # ---------------------------------------------------------------------------------------------
-def naive_model(x_m, x_n):
-    """The two-token attention output c^T o_m, c = ones, written as a softmax with math.exp."""
-    d = len(x_m)
-    s_mm = sum(a * a for a in x_m) / math.sqrt(d)
-    s_mn = sum(a * b for a, b in zip(x_m, x_n, strict=True)) / math.sqrt(d)
-    top = max(s_mm, s_mn)
-    w_m, w_n = math.exp(s_mm - top), math.exp(s_mn - top)
-    return sum((w_m * a + w_n * b) / (w_m + w_n) for a, b in zip(x_m, x_n, strict=True))
-
-
-def ray_coefficients(f, x_m, x_n, point_m, point_n, u_m, u_n):
-    """Taylor coefficients c0, c1, c2 of g(e) = f(x + e u) from sympy's one-variable series."""
-    e = sp.Symbol("e")
-    subs = {
-        s: sp.nsimplify(v) + e * sp.nsimplify(w) for s, v, w in zip(x_m, point_m, u_m, strict=True)
-    }
-    subs |= {
-        s: sp.nsimplify(v) + e * sp.nsimplify(w) for s, v, w in zip(x_n, point_n, u_n, strict=True)
-    }
-    series = sp.series(f.subs(subs, simultaneous=True), e, 0, 3).removeO()
-    return [float(series.coeff(e, k)) for k in range(3)]
-
-
-RATIONAL_POINT = {
-    "x_m": np.array([0.5, -0.25]),
-    "x_n": np.array([-0.75, 1.0]),
-    "p_hat_m": np.array([0.6, 0.8]),
-    "p_hat_n": np.array([-0.8, 0.6]),
-}
-
-
-@pytest.fixture(scope="module")
-def output_expansion():
-    f, x_m, x_n = ty.attention_output_model(2)
-    return ty.second_order_expansion(f, x_m, x_n)
-
-
-def _output_model_by_hand():
-    """The attention output model for d = 2, written independently of the library: the
-    output of slot m attending to slots m and n (weights a quotient of exponentials of the
-    scores x^T y / sqrt(2)), summed over its two coordinates. Returns (f, x_m, x_n)."""
-    x_m = sp.symbols("x0:2", real=True)
-    x_n = sp.symbols("y0:2", real=True)
-    s_mm = (x_m[0] ** 2 + x_m[1] ** 2) / sp.sqrt(2)
-    s_mn = (x_m[0] * x_n[0] + x_m[1] * x_n[1]) / sp.sqrt(2)
-    f = sum(
-        (sp.exp(s_mm) * a + sp.exp(s_mn) * b) / (sp.exp(s_mm) + sp.exp(s_mn))
-        for a, b in zip(x_m, x_n, strict=True)
-    )
-    return f, x_m, x_n
-
-
-@pytest.fixture(scope="module")
-def ray_coeffs():
-    """Series coefficients of the attention output model along the ray of RATIONAL_POINT,
-    from the model written independently of the library (quotient of exponentials)."""
-    f, x_m, x_n = _output_model_by_hand()
-    p = RATIONAL_POINT
-    return ray_coefficients(f, x_m, x_n, p["x_m"], p["x_n"], p["p_hat_m"], p["p_hat_n"])
 
 
 def test_model_equals_softmax_form():
@@ -186,10 +128,6 @@ def test_score_model_expansion_is_exact():
 # ---------------------------------------------------------------------------------------------
 # the remainder is of third order
 # ---------------------------------------------------------------------------------------------
-def own_slope(x, y):
-    lx, ly = np.log(x), np.log(y)
-    lx0, ly0 = lx - lx.mean(), ly - ly.mean()
-    return float((lx0 * ly0).sum() / (lx0 * lx0).sum())
 
 
 def test_remainder_is_cubic_by_an_independent_route(output_expansion, ray_coeffs):
@@ -271,7 +209,7 @@ def test_interaction_of_a_quadratic_is_the_cross_term():
 def test_interaction_matches_sympy_exact_at_a_rational_point():
     """The attention output model, written independently (quotient of exponentials), at a
     rational point and eps = 1/2: I from 40-digit sympy against the library."""
-    f, x_m, x_n = _output_model_by_hand()
+    f, x_m, x_n = output_model_by_hand()
     p = {k: [sp.Rational(str(v)) for v in vals] for k, vals in RATIONAL_POINT.items()}
     e = sp.Rational(1, 2)
     moved_m = [v + e * w for v, w in zip(p["x_m"], p["p_hat_m"], strict=True)]
@@ -382,8 +320,6 @@ def _sym_model():
             ValueError,
             "free symbols",
         ),
-        (lambda: ty.plot_error_order(fit_max=1e-9), ValueError, "fit_max"),
-        (lambda: ty.plot_term_sizes(interaction=1), TypeError, "interaction"),
         (lambda: ty.diagonal_spread(np.ones((2, 3))), ValueError, "square"),
         (lambda: ty.diagonal_spread(np.ones(3)), ValueError, "square"),
         (lambda: ty.interaction_along_ray("x", ty.demo_point(), [0.1]), TypeError, "expansion"),
@@ -392,7 +328,6 @@ def _sym_model():
             ValueError,
             "eps",
         ),
-        (lambda: ty.plot_term_sizes(expansion=3), TypeError, "expansion"),
     ],
 )
 def test_bad_input(call, error, match):
@@ -413,81 +348,6 @@ def _score2():
 # ---------------------------------------------------------------------------------------------
 # figures
 # ---------------------------------------------------------------------------------------------
-def test_plot_error_order(output_expansion, ray_coeffs):
-    p = RATIONAL_POINT
-    eps = np.geomspace(1e-2, 2.0, 12)
-    fig = ty.plot_error_order(output_expansion, p, eps, fit_max=0.1)
-    ax = fig.axes[0]
-    points, fit_line, guide = ax.get_lines()[:3]
-    c0, c1, c2 = ray_coeffs
-    expected = [
-        abs(
-            naive_model(p["x_m"] + e * p["p_hat_m"], p["x_n"] + e * p["p_hat_n"])
-            - (c0 + c1 * e + c2 * e * e)
-        )
-        for e in eps
-    ]
-    np.testing.assert_allclose(points.get_ydata(), expected, rtol=1e-6)
-    fit_x, fit_y = np.asarray(fit_line.get_xdata()), np.asarray(fit_line.get_ydata())
-    assert fit_x.max() <= 0.1
-    assert own_slope(fit_x, fit_y) == pytest.approx(
-        own_slope(eps[eps <= 0.1], np.array(expected)[eps <= 0.1])
-    )
-    assert 2.9 < own_slope(fit_x, fit_y) < 3.1
-    assert own_slope(guide.get_xdata(), guide.get_ydata()) == pytest.approx(3.0)
-    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-    assert ax.get_xlabel() and ax.get_ylabel() and "slope" in ax.get_title()
-    assert ax.get_legend() is not None
-
-
-def test_plot_term_sizes(output_expansion):
-    p = RATIONAL_POINT
-    eps = np.geomspace(1e-2, 1.0, 6)
-    fig = ty.plot_term_sizes(output_expansion, p, eps)
-    ax = fig.axes[0]
-    lines = ax.get_lines()
-    assert len(lines) == 8
-    constant = naive_model(p["x_m"], p["x_n"])
-    np.testing.assert_allclose(lines[0].get_ydata(), abs(constant), rtol=1e-12)
-    h = 1e-4
-
-    def g(a, b):
-        return naive_model(p["x_m"] + a * p["p_hat_m"], p["x_n"] + b * p["p_hat_n"])
-
-    mixed = (g(h, h) - g(h, -h) - g(-h, h) + g(-h, -h)) / (4 * h * h)
-    np.testing.assert_allclose(lines[5].get_ydata(), abs(mixed) * eps**2, rtol=1e-6)
-    # the eighth line: |I - cross|, with I from four float64 evaluations of the naive model
-    big = eps >= 0.1
-    interaction = np.array([g(e, e) - g(e, 0.0) - g(0.0, e) + g(0.0, 0.0) for e in eps[big]])
-    np.testing.assert_allclose(
-        lines[7].get_ydata()[big], np.abs(interaction - mixed * eps[big] ** 2), rtol=1e-4
-    )
-    assert ax.get_ylabel() and ax.get_legend() is not None
-    # the lower panel: I / cross term, with I and the cross term from the naive model
-    ratio_axes = fig.axes[1]
-    np.testing.assert_allclose(
-        ratio_axes.get_lines()[0].get_ydata()[big], interaction / (mixed * eps[big] ** 2), rtol=1e-4
-    )
-    assert ratio_axes.get_xscale() == "log" and ratio_axes.get_xlabel()
-    assert ratio_axes.get_ylabel() and ratio_axes.get_legend() is not None
-    plain = ty.plot_term_sizes(output_expansion, p, eps, interaction=False)
-    assert len(plain.axes) == 1 and len(plain.axes[0].lines) == 7
-    assert plain.axes[0].get_xlabel()
-
-
-def test_term_sizes_figure_ratio_tends_to_one_and_changes_sign(output_expansion):
-    """Chapter 2's reading of the lower panel at the demo point: the ratio I / cross term is
-    within 10% of 1 at eps = 0.01 and negative at eps = 1 (the interaction changes sign while
-    the cross term keeps its sign); where |I - cross| > |cross| is where I / cross < 0 or > 2."""
-    p = ty.demo_point(2, seed=0)
-    eps = np.geomspace(1e-2, 3.0, 40)
-    fig = ty.plot_term_sizes(output_expansion, p, eps)
-    ratio = np.asarray(fig.axes[1].get_lines()[0].get_ydata())
-    assert abs(ratio[0] - 1) < 0.1
-    assert ratio[np.argmin(np.abs(eps - 1.0))] < 0
-    beyond = np.asarray(fig.axes[0].get_lines()[7].get_ydata())
-    cross = np.asarray(fig.axes[0].get_lines()[5].get_ydata())
-    assert np.array_equal(beyond > cross, (ratio < 0) | (ratio > 2))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -533,10 +393,6 @@ def test_term_sizes_figure_ratio_tends_to_one_and_changes_sign(output_expansion)
         ),
         (lambda: ty.term_sizes(object(), ty.demo_point(), [0.1]), TypeError, "expansion must"),
         (lambda: ty.term_sizes(_expansion(), [1, 2], [0.1]), TypeError, "point must"),
-        (lambda: ty.plot_error_order(fit_max=[1.0]), TypeError, "fit_max must"),
-        (lambda: ty.plot_error_order(fit_max=float("nan")), ValueError, "fit_max must"),
-        (lambda: ty.plot_error_order(fit_max=0.0), ValueError, "fit_max must"),
-        (lambda: ty.plot_term_sizes(interaction="no"), TypeError, "interaction must be True"),
         (lambda: ty.attention_output_model(2, readout=object()), TypeError, "readout"),
     ],
 )
@@ -613,17 +469,3 @@ def test_bad_point_entries_are_named_as_entries_of_point(output_expansion, key):
     text = dict(ty.demo_point(2), **{key: "ab"})
     with pytest.raises(TypeError, match=rf"^point\['{key}'\] must be real numbers"):
         ty.interaction_along_ray(output_expansion, text, [0.1])
-
-
-def test_plot_error_order_names_point_not_err(output_expansion):
-    """Fuzz item 26: plot_error_order(point=huge) said "eps and err must be positive"
-    (err is no argument of it).  A huge point is refused by name; a point whose remainder
-    underflows to 0 (a saturated softmax at x = 1000 x_m) says so and names point."""
-    huge = dict(ty.demo_point(2), x_m=np.array([1e300, 1e300]))
-    with pytest.raises(ValueError, match=r"^point\['x_m'\]"):
-        ty.plot_error_order(output_expansion, huge)
-    saturated = dict(ty.demo_point(2))
-    saturated["x_m"] = saturated["x_m"] * 1e3
-    assert np.all(ty.expansion_error(output_expansion, saturated, [1e-3, 1e-2]) == 0.0)
-    with pytest.raises(ValueError, match=r"the remainder is 0 in float64.*point"):
-        ty.plot_error_order(output_expansion, saturated, eps=[1e-3, 1e-2], fit_max=0.1)

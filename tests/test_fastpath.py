@@ -1,8 +1,9 @@
-"""Tests of the fused half-layout kernel (rope_lib._fused) and of how apply_rope uses it.
+"""Tests of rope_lib._fastpath, the fast paths of apply_rope: the table caches, the torch route,
+the huge-page hint (opt-in) and the fused half-layout kernel.
 
 Expected values come from two routes independent of the kernel:
 
-* ``rope_2x2`` of tests/test_rotation.py: float64, one explicit 2x2 rotation per pair, with
+* ``rope_2x2`` of tests/peers.py: float64, one explicit 2x2 rotation per pair, with
   frequencies from Python's ``math``;
 * the eager torch route of apply_rope (the kernel switched off: ``x * [cos | cos]`` and
   torch's ``addcmul_``), which the kernel must equal bit for bit: it rounds the same
@@ -10,7 +11,7 @@ Expected values come from two routes independent of the kernel:
   CPU capability makes ``addcmul_`` do so (checked under ``ATEN_CPU_CAPABILITY=default``
   too, in a subprocess).
 
-Each test that claims the kernel ran checks it: ``rope_lib._fused.rotate`` is wrapped by a
+Each test that claims the kernel ran checks it: ``rope_lib._fastpath.fused_rotate`` is wrapped by a
 counter.  The kernel must build wherever a C++ compiler and ninja are found; elsewhere those
 tests are skipped (and apply_rope's fallback is what runs).
 """
@@ -33,10 +34,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rope_lib
-from rope_lib import _fused, apply_rope
+from rope_lib import _fastpath, apply_rope
 
 from .conftest import ROOT
-from .test_rotation import rope_2x2
+from .peers import new_tensors, rope_2x2
 
 UNIT_ROUNDOFF = {torch.float32: 2.0**-24, torch.float64: 2.0**-53}
 
@@ -51,29 +52,29 @@ def calls(monkeypatch):
     """Kernel on for every size; returns the list of shapes the kernel rotated."""
     if not _toolchain():
         pytest.skip("no C++ compiler or ninja: apply_rope takes the eager route here")
-    monkeypatch.delenv(_fused.ENV_VAR, raising=False)
-    monkeypatch.setattr(_fused, "ENABLED", True)
-    monkeypatch.setattr(_fused, "MIN_BYTES", 0)
-    assert _fused.kernel() is not None, _fused.error()
+    monkeypatch.delenv(_fastpath.FUSED_ENV, raising=False)
+    monkeypatch.setattr(_fastpath, "FUSED_ENABLED", True)
+    monkeypatch.setattr(_fastpath, "FUSED_MIN_BYTES", 0)
+    assert _fastpath.kernel() is not None, _fastpath.error()
     seen: list[tuple[int, ...]] = []
-    real = _fused.rotate
+    real = _fastpath.fused_rotate
 
     def counting(x, cs, out):
         seen.append(tuple(x.shape))
         return real(x, cs, out)
 
-    monkeypatch.setattr(_fused, "rotate", counting)
+    monkeypatch.setattr(_fastpath, "fused_rotate", counting)
     return seen
 
 
 def _eager(x, pos, base=10000.0):
     """apply_rope's half layout with the kernel switched off."""
-    saved = _fused.ENABLED
-    _fused.ENABLED = False
+    saved = _fastpath.FUSED_ENABLED
+    _fastpath.FUSED_ENABLED = False
     try:
         return apply_rope(x, pos, base, "half")
     finally:
-        _fused.ENABLED = saved
+        _fastpath.FUSED_ENABLED = saved
 
 
 def _pair_scale(x: np.ndarray) -> np.ndarray:
@@ -132,7 +133,7 @@ def test_half_precision_inputs_take_the_kernel_in_float32(calls, dtype, tol):
 
 def test_kernel_at_the_benchmark_shape(calls):
     """The shape of make bench, at the default size limit: one kernel call per tensor."""
-    _fused.MIN_BYTES = 1 << 22  # monkeypatched by the fixture, restored after
+    _fastpath.FUSED_MIN_BYTES = 1 << 22  # monkeypatched by the fixture, restored after
     x = torch.randn(1, 32, 4096, 128)
     pos = np.arange(4096)
     y = apply_rope(x, pos, 10000.0, "half")
@@ -158,7 +159,7 @@ def test_kernel_output_is_new_and_input_untouched(calls):
 
 
 def test_size_limit(calls):
-    _fused.MIN_BYTES = 1 << 22
+    _fastpath.FUSED_MIN_BYTES = 1 << 22
     pos = np.arange(1024)
     apply_rope(torch.randn(7, 1024, 128), pos, layout="half")  # 3.5 MiB
     assert calls == []
@@ -248,20 +249,20 @@ def test_partial_rotation_keeps_the_eager_route(calls):
 def test_switches_select_the_eager_route(calls, monkeypatch):
     x = torch.randn(2, 6, 16)
     pos = np.arange(6)
-    _fused.ENABLED = False
+    _fastpath.FUSED_ENABLED = False
     off = apply_rope(x, pos, layout="half")
-    _fused.ENABLED = True
-    monkeypatch.setenv(_fused.ENV_VAR, "0")
+    _fastpath.FUSED_ENABLED = True
+    monkeypatch.setenv(_fastpath.FUSED_ENV, "0")
     env_off = apply_rope(x, pos, layout="half")
     assert calls == []
-    monkeypatch.setenv(_fused.ENV_VAR, "1")
+    monkeypatch.setenv(_fastpath.FUSED_ENV, "1")
     on = apply_rope(x, pos, layout="half")
     assert calls == [(2, 6, 16)]
     assert torch.equal(off, env_off)
     expected = rope_2x2(x.double().numpy(), pos, layout="half")
     for y in (off, on):
         assert np.abs(y.double().numpy() - expected).max() < 2e-6 * x.abs().max().item()
-    monkeypatch.setenv(_fused.ENV_VAR, "yes")
+    monkeypatch.setenv(_fastpath.FUSED_ENV, "yes")
     with pytest.raises(ValueError, match="ROPE_LIB_FUSED must be 0 .* or 1 .*got 'yes'"):
         apply_rope(x, pos, layout="half")
 
@@ -270,21 +271,21 @@ def test_switches_select_the_eager_route(calls, monkeypatch):
 def test_failed_build_falls_back_silently(monkeypatch, tmp_path, capfd, failure):
     """A build that fails leaves apply_rope on the eager route: no warning, no output, the
     right numbers; error() says why, and the build is not tried again."""
-    monkeypatch.delenv(_fused.ENV_VAR, raising=False)
-    monkeypatch.setattr(_fused, "ENABLED", True)
-    monkeypatch.setattr(_fused, "MIN_BYTES", 0)
-    monkeypatch.setattr(_fused, "_state", _fused._State())
+    monkeypatch.delenv(_fastpath.FUSED_ENV, raising=False)
+    monkeypatch.setattr(_fastpath, "FUSED_ENABLED", True)
+    monkeypatch.setattr(_fastpath, "FUSED_MIN_BYTES", 0)
+    monkeypatch.setattr(_fastpath, "_state", _fastpath._State())
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     if failure == "compile error":
         if not _toolchain():
             pytest.skip("no C++ compiler or ninja")
-        monkeypatch.setattr(_fused, "_SOURCE", "#error rope_lib test: a broken kernel\n")
+        monkeypatch.setattr(_fastpath, "_SOURCE", "#error rope_lib test: a broken kernel\n")
     else:
         monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-        monkeypatch.setattr(_fused, "_ninja_dir", lambda: None)
+        monkeypatch.setattr(_fastpath, "_ninja_dir", lambda: None)
     builds = []
-    real_build = _fused._build
-    monkeypatch.setattr(_fused, "_build", lambda: builds.append(1) or real_build())
+    real_build = _fastpath._build
+    monkeypatch.setattr(_fastpath, "_build", lambda: builds.append(1) or real_build())
     x = torch.randn(3, 4, 8)
     pos = [0, 1, 2, 300]
     capfd.readouterr()
@@ -293,8 +294,8 @@ def test_failed_build_falls_back_silently(monkeypatch, tmp_path, capfd, failure)
         first = apply_rope(x, pos, layout="half")
         second = apply_rope(x, pos, layout="half")
     assert capfd.readouterr() == ("", "")
-    assert builds == [1] and _fused.kernel() is None
-    message = _fused.error()
+    assert builds == [1] and _fastpath.kernel() is None
+    message = _fastpath.error()
     assert message is not None
     assert ("a broken kernel" in message) if failure == "compile error" else ("ninja" in message)
     expected = rope_2x2(x.double().numpy(), pos, layout="half")
@@ -307,19 +308,19 @@ def test_failed_build_falls_back_silently(monkeypatch, tmp_path, capfd, failure)
 
 def test_build_directory_is_predictable(monkeypatch, tmp_path):
     monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
-    assert _fused.build_root() == ROOT / "_build" / "torch_extensions"
+    assert _fastpath.build_root() == ROOT / "_build" / "torch_extensions"
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
-    assert _fused.build_root() == tmp_path
-    directory = _fused.build_directory()
+    assert _fastpath.build_root() == tmp_path
+    directory = _fastpath.build_directory()
     assert directory.parent == tmp_path and directory.name.startswith("rope_lib_fused_")
-    monkeypatch.setattr(_fused, "_SOURCE", _fused._SOURCE + "// changed\n")
-    assert _fused.build_directory() != directory  # a changed source gets its own build
+    monkeypatch.setattr(_fastpath, "_SOURCE", _fastpath._SOURCE + "// changed\n")
+    assert _fastpath.build_directory() != directory  # a changed source gets its own build
 
 
 def _load_in_subprocess(env: dict[str, str]) -> subprocess.CompletedProcess:
     code = (
-        "from rope_lib import _fused; import torch; m = _fused.kernel(); "
-        "print(m.__file__ if m else _fused.error())"
+        "from rope_lib import _fastpath; import torch; m = _fastpath.kernel(); "
+        "print(m.__file__ if m else _fastpath.error())"
     )
     return subprocess.run(
         [sys.executable, "-c", code],
@@ -336,8 +337,8 @@ def test_compiled_kernel_is_reused_by_later_processes(calls):
     even with a stale lock file of torch's left by a process killed mid-build, and prints
     nothing."""
     env = dict(os.environ)
-    library = Path(_fused.kernel().__file__)
-    assert library.parent == _fused.build_directory()
+    library = Path(_fastpath.kernel().__file__)
+    assert library.parent == _fastpath.build_directory()
     stamp = library.stat().st_mtime_ns
     (library.parent / "lock").touch()  # what a killed build leaves behind
     done = _load_in_subprocess(env)
@@ -370,8 +371,9 @@ def test_concurrent_first_builds_share_one_library(calls, tmp_path):
 
 _CAPABILITY_SCRIPT = """
 import numpy as np, torch
-from rope_lib import _fused, apply_rope
-_fused.MIN_BYTES = 0
+import rope_lib
+from rope_lib import _fastpath, apply_rope
+_fastpath.FUSED_MIN_BYTES = 0
 rng = np.random.default_rng(0)
 same = []
 for shape in [(1, 2), (3, 5, 6), (2, 7, 34), (2, 3, 9, 256)]:
@@ -379,11 +381,11 @@ for shape in [(1, 2), (3, 5, 6), (2, 7, 34), (2, 3, 9, 256)]:
         x = torch.from_numpy(rng.standard_normal(shape)).to(dtype)
         pos = rng.integers(-10**6, 10**6, size=shape[-2])
         fused = apply_rope(x, pos, 10000.0, "half")
-        _fused.ENABLED = False
+        _fastpath.FUSED_ENABLED = False
         eager = apply_rope(x, pos, 10000.0, "half")
-        _fused.ENABLED = True
+        _fastpath.FUSED_ENABLED = True
         same.append(torch.equal(fused, eager))
-print(torch.backends.cpu.get_cpu_capability(), _fused.variant(), all(same), len(same))
+print(torch.backends.cpu.get_cpu_capability(), _fastpath.variant(), all(same), len(same))
 """
 
 
@@ -411,7 +413,7 @@ def test_kernel_follows_torch_cpu_capability(calls, capability):
 
 def test_kernel_refuses_wrong_arguments(calls):
     """The C++ entry point checks what apply_rope guarantees, so a misuse fails loudly."""
-    module = _fused.kernel()
+    module = _fastpath.kernel()
     x = torch.randn(2, 5, 8)
     cs = torch.randn(5, 8)
     out = torch.empty_like(x)
@@ -427,4 +429,226 @@ def test_kernel_refuses_wrong_arguments(calls):
     for message, args in bad.items():
         with pytest.raises(RuntimeError, match=re.escape(message)):
             module.rope_half(*args, True)
-    assert rope_lib.rotation._fused is _fused
+    assert rope_lib.rotation._fastpath is _fastpath
+
+
+# ------------------------------------------- the torch route, the caches and the huge-page hint
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_huge_page_hint_gives_an_ordinary_tensor(monkeypatch, layout):
+    """With the hint on, a result above the size limit (4 MiB here) is a plain torch
+    tensor: right values, its own resizable storage, freed like any other."""
+    monkeypatch.setenv(_fastpath.HUGE_PAGE_ENV, "1")
+    monkeypatch.setattr(_fastpath, "_HUGE_PAGE_MIN_BYTES", 1 << 22)
+    found = _fastpath._madvise()
+    if found is None:
+        pytest.skip("no madvise(MADV_HUGEPAGE) on this platform")
+    calls = []
+
+    def recording(start, length, advice):
+        calls.append((start, length))
+        return found[0](start, length, advice)
+
+    monkeypatch.setattr(_fastpath, "_madvise", lambda: (recording, found[1]))
+    rng = np.random.default_rng(33)
+    x = torch.from_numpy(rng.standard_normal((4, 1024, 128)).astype(np.float32))  # 2 MiB
+    x2 = torch.cat((x, x))  # 4 MiB: hinted
+    pos = rng.integers(0, 10**6, size=1024)
+    small = apply_rope(x, pos, layout=layout)
+    assert not calls  # below the size limit
+    big = apply_rope(x2, pos, layout=layout)
+    (start, length) = calls[0]
+    begin = big.untyped_storage().data_ptr()
+    assert start % (1 << 21) == 0 and length % (1 << 21) == 0 and length > 0
+    assert begin <= start and start + length <= begin + big.untyped_storage().nbytes()
+    assert torch.equal(big[:4], small) and torch.equal(big[4:], small)
+    expected = rope_2x2(x[:, :8].double().numpy(), pos[:8], layout=layout)
+    assert np.abs(big[:4, :8].double().numpy() - expected).max() < 2e-6 * x.abs().max().item()
+    assert big.is_contiguous() and big.untyped_storage().resizable()
+    big.resize_(3)  # an ordinary storage can be resized
+    assert big.shape == (3,)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_tables_cached_under_inference_mode_serve_training(layout):
+    """Evaluation under torch.inference_mode, then a training step at the same positions:
+    the cached tables must not be inference tensors (autograd cannot save those)."""
+    pos = [11, 12, 13]
+    x = torch.randn(3, 24)
+    _fastpath._torch_tables.cache_clear()  # the first request is the inference one
+    with torch.inference_mode():
+        evaluated = apply_rope(x, pos, layout=layout)
+    xr = x.clone().requires_grad_()
+    trained = apply_rope(xr, pos, layout=layout)
+    trained.sum().backward()
+    torch.testing.assert_close(trained.detach(), evaluated.clone(), rtol=0, atol=1e-6)
+    expected = rope_2x2(np.ones((3, 24)), [-m for m in pos], 10000.0, layout)
+    assert np.abs(xr.grad.double().numpy() - expected).max() < 1e-6
+
+
+def test_huge_page_hint_is_on_by_default_and_switched_by_the_environment(monkeypatch):
+    """ROPE_LIB_HUGE_PAGES: unset or "1" advises a large result, "0" does not, anything else
+    is refused naming the variable."""
+    monkeypatch.setattr(_fastpath, "_HUGE_PAGE_MIN_BYTES", 1 << 22)
+    found = _fastpath._madvise()
+    if found is None:
+        pytest.skip("no madvise(MADV_HUGEPAGE) on this platform")
+    calls = []
+    monkeypatch.setattr(_fastpath, "_madvise", lambda: (lambda *a: calls.append(a) or 0, found[1]))
+    x = torch.zeros(4, 1024, 512)  # 8 MiB
+    pos = np.arange(1024)
+    monkeypatch.delenv(_fastpath.HUGE_PAGE_ENV, raising=False)
+    apply_rope(x, pos, layout="half")
+    assert len(calls) == 1
+    monkeypatch.setenv(_fastpath.HUGE_PAGE_ENV, "0")
+    apply_rope(x, pos, layout="half")
+    assert len(calls) == 1
+    monkeypatch.setenv(_fastpath.HUGE_PAGE_ENV, "yes")
+    with pytest.raises(ValueError, match=r"ROPE_LIB_HUGE_PAGES must be '0' or '1'"):
+        apply_rope(x, pos, layout="half")
+
+
+@pytest.mark.parametrize("row_pairs", [False, True])
+@pytest.mark.parametrize("hint", [False, True])
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize(
+    "shape", [(1, 2), (5, 2), (7, 8), (3, 37, 8), (2, 3, 11, 16), (40, 3, 4), (2, 1, 6)]
+)
+def test_apply_rope_torch_matches_explicit_route(monkeypatch, row_pairs, hint, layout, shape):
+    """Both layouts, float64 and float32, with and without the huge-page hint's route (an
+    empty result, advised when it spans a whole huge page, then written by ``out=``), and
+    in the half layout both forms of the partner terms: two half updates, or one update
+    over the view that pairs each row with the next (used from 4 MiB; here at any size)."""
+    monkeypatch.setenv(_fastpath.HUGE_PAGE_ENV, "1" if hint else "0")
+    monkeypatch.setattr(_fastpath, "_HUGE_PAGE_MIN_BYTES", 1024)
+    monkeypatch.setattr(_fastpath, "_ROW_PAIR_MIN_BYTES", 0 if row_pairs else 1 << 62)
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape)
+    pos = rng.integers(-3000, 3000, size=shape[-2])
+    expected = rope_2x2(x, pos, 500.0, layout)
+    got = apply_rope(torch.from_numpy(x), pos, 500.0, layout)
+    np.testing.assert_allclose(got.numpy(), expected, atol=1e-12)
+    got32 = apply_rope(torch.from_numpy(x).float(), pos, 500.0, layout)
+    assert got32.dtype == torch.float32
+    assert np.abs(got32.double().numpy() - expected).max() < 2e-6 * max(1.0, np.abs(x).max())
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_table_cache_keys_positions_base_and_dtype(layout):
+    """Calls that differ only in positions, base or dtype, in turn and then again (from the
+    cache): each result is the explicit route's at its own positions and base."""
+    _fastpath.clear_caches()
+    rng = np.random.default_rng(30)
+    x = rng.standard_normal((2, 6, 8))
+    pos = np.array([0, 5, -3, 100, 7, 2])
+    calls = [
+        (torch.float64, pos, 10000.0),
+        (torch.float64, pos + 1, 10000.0),
+        (torch.float64, pos[::-1], 10000.0),
+        (torch.float64, pos, 500.0),
+        (torch.float32, pos, 500.0),
+        (torch.float32, pos, 10000.0),
+        (torch.bfloat16, pos, 10000.0),
+    ]
+    for _ in range(2):
+        for dtype, p, base in calls:
+            xt = torch.from_numpy(x).to(dtype)
+            y = apply_rope(xt, p, base, layout)
+            assert y.dtype == dtype
+            expected = rope_2x2(xt.double().numpy(), p, base, layout)
+            tol = {torch.float64: 1e-12, torch.float32: 2e-6, torch.bfloat16: 2e-2}[dtype]
+            assert np.abs(y.double().numpy() - expected).max() < tol, (dtype, base)
+            np_y = apply_rope(xt.double().numpy(), p, base, layout)  # numpy route, same cache
+            np.testing.assert_allclose(np_y, expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_mutating_inputs_or_outputs_after_a_call_leaves_no_stale_tables(layout):
+    """The tables are keyed by the positions' values, not by the array holding them, and
+    no result shares memory with a cached table."""
+    _fastpath.clear_caches()
+    x = torch.from_numpy(np.random.default_rng(31).standard_normal((3, 5, 8)))
+    pos = np.arange(5)
+    first = apply_rope(x, pos, layout=layout)
+    np.testing.assert_allclose(first.numpy(), rope_2x2(x.numpy(), range(5), layout=layout))
+    pos *= 7  # the same array, new values
+    second = apply_rope(x, pos, layout=layout)
+    np.testing.assert_allclose(second.numpy(), rope_2x2(x.numpy(), pos, layout=layout))
+    pos_t = torch.arange(5)
+    third = apply_rope(x, pos_t, layout=layout)
+    pos_t.mul_(7)  # a position tensor changed in place
+    np.testing.assert_allclose(apply_rope(x, pos_t, layout=layout).numpy(), second.numpy())
+    first.fill_(0.0)  # a result changed in place
+    third.mul_(2.0)
+    np.testing.assert_allclose(
+        apply_rope(x, range(5), layout=layout).numpy(), rope_2x2(x.numpy(), range(5), layout=layout)
+    )
+    x_np = x.numpy().copy()
+    out_np = apply_rope(x_np, range(5), layout=layout)
+    out_np[...] = 0.0  # a numpy result changed in place (its cached tables are read-only)
+    np.testing.assert_allclose(
+        apply_rope(x_np, range(5), layout=layout), rope_2x2(x_np, range(5), layout=layout)
+    )
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_tables_are_kept_per_device(layout):
+    """Tables built for one device are never handed to a tensor on another: a call on the
+    meta device (and on CUDA when present) first, then the same call on the CPU."""
+    _fastpath.clear_caches()
+    x = torch.from_numpy(np.random.default_rng(32).standard_normal((2, 5, 8)))
+    pos = [0, 1, 2, 30, 400]
+    devices = ["meta"] + (["cuda"] if torch.cuda.is_available() else [])
+    expected = rope_2x2(x.numpy(), pos, layout=layout)
+    for device in devices:
+        y = apply_rope(x.to(device), pos, layout=layout)
+        assert y.device.type == device and y.shape == x.shape and y.dtype == x.dtype
+        if device != "meta":
+            np.testing.assert_allclose(y.cpu().numpy(), expected, atol=1e-12)
+    y = apply_rope(x, pos, layout=layout)
+    assert y.device.type == "cpu"
+    np.testing.assert_allclose(y.numpy(), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_apply_rope_allocations_are_as_chapter_5_says(layout):
+    """Chapter 5's account of the torch route (the eager route, which every tensor below the
+    fused kernel's size limit takes): float32 and float64 outside autograd, once the tables
+    are cached, one new tensor, the output; the first call at new positions also builds the
+    tables (interleaved: two casts and the complex table; half: two (N, d) tables); a tensor
+    with an odd storage offset is copied first in the interleaved layout; float16 and
+    bfloat16, two more (the float32 copy of x, the result converted back); under autograd the
+    half layout builds its result out of place; rotary_dim < d adds the concatenation with the
+    passed-through coordinates (and, interleaved, a contiguous copy of the rotated slice)."""
+    pos = np.arange(5)
+
+    def count(x, **kwargs):
+        apply_rope(x, pos, layout=layout, **kwargs)  # tables cached first, as in a model
+        return new_tensors(lambda: apply_rope(x, pos, layout=layout, **kwargs))
+
+    for dtype in (torch.float32, torch.float64):
+        assert count(torch.randn(2, 5, 16, dtype=dtype))[0] == 1
+    _fastpath.clear_caches()
+    x_new = torch.randn(2, 5, 16)
+    n, ops = new_tensors(lambda: apply_rope(x_new, pos, layout=layout))
+    if layout == "interleaved":
+        assert n == 4 and ops.count("_to_copy.default") == 2 and "complex.default" in ops
+    else:
+        assert n == 3 and ops.count("_to_copy.default") == 2
+    odd = torch.randn(2 * 5 * 16 + 1)[1:].view(2, 5, 16)  # contiguous, storage offset 1
+    assert odd.is_contiguous() and odd.storage_offset() == 1
+    assert count(odd)[0] == (1 if layout == "half" else 2)
+    # not contiguous: the interleaved layout copies it once first
+    strided = torch.randn(5, 2, 16).transpose(0, 1)
+    assert count(strided)[0] == (1 if layout == "half" else 2)
+    for dtype in (torch.float16, torch.bfloat16):
+        n, ops = count(torch.randn(2, 5, 16).to(dtype))
+        assert n == 3 and ops.count("_to_copy.default") == 2
+    n, ops = count(torch.randn(2, 5, 16, requires_grad=True))
+    if layout == "half":
+        assert n > 3 and "cat.default" in ops
+    else:
+        assert n == 1  # the complex product is differentiable as it is
+    n, ops = count(torch.randn(2, 5, 16), rotary_dim=8)
+    assert n == (2 if layout == "half" else 3) and "cat.default" in ops

@@ -1,4 +1,4 @@
-"""rope_lib.widgets: every figure model against direct sums, and both renderings.
+"""rope_lib.figures.interactive: every figure model against direct sums, and both renderings.
 
 The in-page (JavaScript) twin of each model is compared with ``compute`` in
 ``tests/test_site.py``; here ``compute`` itself is checked against plain loops of
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import rope_lib
-from rope_lib import widgets
-from rope_lib.widgets import MODELS, compute, render_matplotlib, show, static_html
+from rope_lib.figures import interactive
+from rope_lib.figures.interactive import MODELS, compute, render_matplotlib, show, static_html
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -207,13 +207,13 @@ def test_show_is_static_in_the_book_build_and_live_in_a_kernel(monkeypatch) -> N
 
 
 def test_every_model_has_a_javascript_twin() -> None:
-    script = widgets._asset("ropefig.js")
+    script = interactive._asset("ropefig.js")
     for name in MODELS:
         assert re.search(rf"\n    {name}\(v(, data)?\) {{", script), f"no in-page model {name!r}"
 
 
 def test_thin_curve_keeps_every_column_extreme() -> None:
-    from rope_lib.widgets import thin_curve
+    from rope_lib.figures.interactive import thin_curve
 
     rng = np.random.default_rng(7)
     x = np.arange(100_001, dtype=float)
