@@ -8,10 +8,10 @@ repetitions (the order of the routes rotates from one repetition to the next), b
   when every layer of a model rotates at the same positions; a cold call, tables rebuilt
   from the float64 angles, is timed too, and the caches it empties are refilled untimed
   right after it, so that no other row pays for them), and the half layout once more with the
-  huge-page hint switched off (``ROPE_LIB_HUGE_PAGES=0``, on by default:
+  opt-in huge-page hint switched on (``ROPE_LIB_HUGE_PAGES=1``, off by default:
   results of 32 MiB and more are advised to live on 2 MiB pages, which cuts the page faults
-  of their first write; only the allocation differs, the arithmetic is the same), and once
-  more with the
+  of their first write; only the allocation differs, the arithmetic is the same; only
+  rope_lib gets huge pages in that row, so it counts toward no goal), and once more with the
   fused C++ kernel switched off (``_fastpath.FUSED_ENABLED``): the eager two-pass route
   that a machine without a compiler takes.  The fused kernel is built (or loaded from its
   cache) before anything is timed; the header says how long that took and where it lives;
@@ -57,6 +57,8 @@ BASE = 10000.0
 REPEATS = 9
 QUICK_REPEATS = 3
 FLOOR = "copy into preallocated buffers"
+#: The one row where rope_lib alone gets huge pages: shown, but counted toward no goal.
+HINTED = "rope_lib half, huge pages (rope_lib only)"
 PEERS = ("HF apply_rotary_pos_emb", "LLaMA complex", "rotary-embedding-torch")
 
 
@@ -106,8 +108,8 @@ def main(repeats: int = REPEATS, quick: bool = False) -> dict[str, float]:
     q_buf.fill_(0.0)  # touched once here, so the floor pays no page faults
     k_buf.fill_(0.0)
 
-    def unhinted_half():
-        os.environ[_fastpath.HUGE_PAGE_ENV] = "0"
+    def hinted_half():
+        os.environ[_fastpath.HUGE_PAGE_ENV] = "1"
         try:
             return apply_rope(q, positions, BASE, "half"), apply_rope(k, positions, BASE, "half")
         finally:
@@ -139,7 +141,7 @@ def main(repeats: int = REPEATS, quick: bool = False) -> dict[str, float]:
             apply_rope(q, positions, BASE, "half"),
             apply_rope(k, positions, BASE, "half"),
         ),
-        "rope_lib half, no huge-page hint": unhinted_half,
+        HINTED: hinted_half,
         "rope_lib half, eager (no fused kernel)": eager_half,
         "rope_lib interleaved, cold tables": cold_rope,
         "HF apply_rotary_pos_emb": lambda: apply_hf(q, k, cos, sin),
@@ -169,7 +171,7 @@ def main(repeats: int = REPEATS, quick: bool = False) -> dict[str, float]:
     first["LLaMA complex"] = first["LLaMA complex"].transpose(1, 2)
     half_routes = (
         "rope_lib half",
-        "rope_lib half, no huge-page hint",
+        HINTED,
         "rope_lib half, eager (no fused kernel)",
         "HF apply_rotary_pos_emb",
     )
@@ -208,10 +210,10 @@ def main(repeats: int = REPEATS, quick: bool = False) -> dict[str, float]:
             f"{err:>10s}"
         )
     print(f"fastest peer (median): {fastest_peer}; floor: {FLOOR}")
+    # Rows under the same memory conditions as the peers only (the hinted row is not one).
     for name in (
         "rope_lib interleaved",
         "rope_lib half",
-        "rope_lib half, no huge-page hint",
         "rope_lib half, eager (no fused kernel)",
     ):
         ratio = median[name] / median[fastest_peer]

@@ -487,9 +487,9 @@ def test_tables_cached_under_inference_mode_serve_training(layout):
     assert np.abs(xr.grad.double().numpy() - expected).max() < 1e-6
 
 
-def test_huge_page_hint_is_on_by_default_and_switched_by_the_environment(monkeypatch):
-    """ROPE_LIB_HUGE_PAGES: unset or "1" advises a large result, "0" does not, anything else
-    is refused naming the variable."""
+def test_huge_page_hint_is_off_by_default_and_switched_on_by_the_environment(monkeypatch):
+    """ROPE_LIB_HUGE_PAGES: unset or "0" advises nothing, "1" advises a large result,
+    anything else is refused naming the variable."""
     monkeypatch.setattr(_fastpath, "_HUGE_PAGE_MIN_BYTES", 1 << 22)
     found = _fastpath._madvise()
     if found is None:
@@ -500,8 +500,11 @@ def test_huge_page_hint_is_on_by_default_and_switched_by_the_environment(monkeyp
     pos = np.arange(1024)
     monkeypatch.delenv(_fastpath.HUGE_PAGE_ENV, raising=False)
     apply_rope(x, pos, layout="half")
-    assert len(calls) == 1
+    assert not calls  # opt-in: no hint unless asked for
     monkeypatch.setenv(_fastpath.HUGE_PAGE_ENV, "0")
+    apply_rope(x, pos, layout="half")
+    assert not calls
+    monkeypatch.setenv(_fastpath.HUGE_PAGE_ENV, "1")
     apply_rope(x, pos, layout="half")
     assert len(calls) == 1
     monkeypatch.setenv(_fastpath.HUGE_PAGE_ENV, "yes")
