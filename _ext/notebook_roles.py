@@ -60,6 +60,10 @@ XREF_ROLES = {
     "cite:cts": ("cite", "cts"),
     "cite:author": ("cite", "author"),
     "cite:year": ("cite", "year"),
+    # links to the API reference (chapters/api/)
+    "py:func": ("py", "func"),
+    "py:class": ("py", "class"),
+    "py:data": ("py", "data"),
 }
 #: Where the build writes the resolved roles for ``course/student.py``.
 ROLES_FILE = "notebook_roles.json"

@@ -17,6 +17,7 @@ cannot see the order of its inputs. This module computes
 * :func:`symbolic_invariance` and :func:`symbolic_equivariance`: sympy proofs, for a few
   tokens with symbolic entries, that one token's output does not depend on the order of the
   other tokens, and that permuting the tokens permutes the outputs;
+
 The chapter's figures are in ``rope_lib.figures.attention``.
 
 Conventions: tokens are rows. A sequence of :math:`N` tokens of width :math:`d_\text{model}`

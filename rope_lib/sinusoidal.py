@@ -22,6 +22,7 @@ studies:
   equation, the orthogonal map :math:`U` with :math:`p_{m+1} = U p_m`, and its normal form
   (rotating planes, fixed and flipped directions);
 * :func:`symbolic_encoding`: the same encoding as a sympy matrix, for proofs;
+
 The chapter's figures are in ``rope_lib.figures.sinusoidal``.
 
 The encoding functions accept any finite real positions: the *formula* is defined for every

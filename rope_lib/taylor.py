@@ -38,6 +38,7 @@ This module computes
 * :func:`interaction_along_ray`: the exact interaction against the cross term along a ray;
 * :func:`diagonal_spread`: how far a matrix :math:`G_{mn}` is from depending on
   :math:`m - n` only;
+
 The chapter's figures are in ``rope_lib.figures.taylor``.
 """
 

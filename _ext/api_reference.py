@@ -1,0 +1,59 @@
+"""Sphinx extension: the book's API reference, one page per chapter module (``chapters/api/``).
+
+Each page documents the public names of one chapter, as the chapters call them
+(``rope_lib.apply_rope``), with ``autodoc``, ``autosummary`` (a table at the top that links
+to the entries on the same page), ``napoleon`` (NumPy-style docstrings) and ``viewcode`` (a
+``[source]`` link to the highlighted code of the module that defines the name).
+
+One thing is added here: docstrings name their neighbours briefly, ``:func:`theta``` inside
+``rope_lib.rotation``.  Where the page documents that neighbour as ``rope_lib.theta`` (the
+public name), such a reference is resolved to it.  Only names of ``rope_lib.__all__`` are
+resolved so; any other missing reference still fails the build (``-n -W``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from docutils import nodes
+
+
+def _public_target(node: nodes.Element) -> str | None:
+    """``rope_lib.NAME...`` for a Python reference to a public rope_lib name written briefly
+    or through its module (``theta``, ``SecondOrderExpansion.interaction``,
+    ``rope_lib.rotation.apply_rope``), else None."""
+    import rope_lib
+
+    target = node.get("reftarget", "")
+    module = node.get("py:module") or ""
+    if target.startswith("rope_lib."):
+        rest = target.removeprefix("rope_lib.")
+        for name in sorted(rope_lib.EXPORTS, key=len, reverse=True):  # a module prefix
+            if rest.startswith(name + "."):
+                rest = rest.removeprefix(name + ".")
+                break
+    elif module.startswith("rope_lib"):
+        rest = target
+    else:
+        return None
+    if rest.split(".")[0] in rope_lib.__all__:
+        return f"rope_lib.{rest}"
+    return None
+
+
+def resolve_public_names(app: Any, env: Any, node: nodes.Element, contnode: nodes.Node) -> Any:
+    """``missing-reference`` handler: see the module docstring."""
+    if node.get("refdomain") != "py":
+        return None
+    target = _public_target(node)
+    if target is None or target == node.get("reftarget"):
+        return None
+    domain = env.get_domain("py")
+    return domain.resolve_xref(
+        env, node["refdoc"], app.builder, node["reftype"], target, node, contnode
+    )
+
+
+def setup(app: Any) -> dict[str, Any]:
+    app.connect("missing-reference", resolve_public_names)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
