@@ -54,9 +54,11 @@ DOCUMENTED = (
 #: The public names those pages document: a chapter of phase A links the ones it uses (names of
 #: chapters 7 to 9 that it borrows, such as ``similarity_margin``, get their page in phase B).
 DOCUMENTED_NAMES = frozenset(name for module in DOCUMENTED for name in rope_lib.EXPORTS[module])
-_AUTO = re.compile(r"^\.\. auto(?:function|class|data):: (\w+)", re.M)
+_AUTO = re.compile(r"^\.\. auto(?:function|class|data):: (\w+)$", re.M)
 _SUMMARY = re.compile(r"^\.\. autosummary::\n\n((?:   \w+\n)+)", re.M)
 _ROLE = re.compile(r"\{py:(?:func|class|data)\}`(?:[^`<]*<)?(rope_lib\.\w+)>?`")
+#: Any role's target, dotted names included (``rope_lib.figures.interactive.show``).
+_ROLE_ANY = re.compile(r"\{py:(?:func|class|data)\}`(?:[^`<]*<)?(rope_lib[\w.]+)>?`")
 
 
 def _pages() -> dict[str, str]:
@@ -165,3 +167,12 @@ def test_every_chapter_link_lands_on_an_api_entry(chapter: str) -> None:
     for href in links:
         page, anchor = href.split("#")
         assert anchor in _parse(SITE / "chapters" / page).ids, href
+
+
+@pytest.mark.parametrize("chapter", LINKED_CHAPTERS)
+def test_a_chapter_with_sliders_links_show(chapter: str) -> None:
+    """``show`` (imported from ``rope_lib.figures``) is linked to its entry where it is used."""
+    text = (CHAPTERS / f"{chapter}.md").read_text()
+    if "from rope_lib.figures import show" not in _code(text):
+        pytest.skip("no slider figure")
+    assert "rope_lib.figures.interactive.show" in "".join(_ROLE_ANY.findall(_prose(text)))

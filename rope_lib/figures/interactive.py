@@ -124,6 +124,8 @@ def _base(value: float = 1e4, lo: float = 1.0, hi: float = 9.0) -> Param:
     return Param("base", "base b (log scale)", "log", lo, hi, 0.05, value)
 
 
+#: The slider figures by name (the ``model`` argument of :func:`show` and :func:`compute`):
+#: each :class:`Model` gives the figure's title, alt text and sliders.
 MODELS: dict[str, Model] = {
     m.name: m
     for m in (
