@@ -9,6 +9,9 @@ One thing is added here: docstrings name their neighbours briefly, ``:func:`thet
 ``rope_lib.rotation``.  Where the page documents that neighbour as ``rope_lib.theta`` (the
 public name), such a reference is resolved to it.  Only names of ``rope_lib.__all__`` are
 resolved so; any other missing reference still fails the build (``-n -W``).
+
+It also adds ``_assets/api_reference.css``: on the highlighted source pages, viewcode's
+"[docs]" links need a lighter colour in dark mode to reach WCAG 2.1 AA contrast.
 """
 
 from __future__ import annotations
@@ -56,4 +59,7 @@ def resolve_public_names(app: Any, env: Any, node: nodes.Element, contnode: node
 
 def setup(app: Any) -> dict[str, Any]:
     app.connect("missing-reference", resolve_public_names)
+    # _assets/api_reference.css (html_static_path): the dark-mode contrast of viewcode's
+    # "[docs]" links on the highlighted source pages.
+    app.add_css_file("api_reference.css")
     return {"parallel_read_safe": True, "parallel_write_safe": True}
