@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt
 import mpmath
 import numpy as np
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -470,7 +471,6 @@ def test_monte_carlo_within_confidence_interval():
 
 
 def test_float32_margin_matches_torch():
-    torch = pytest.importorskip("torch")
     d, base = 128, 5e5
     m = np.arange(0, 1 << 20, 997)
     inv = (1.0 / base ** (torch.arange(0, d, 2, dtype=torch.float64) / d)).float()
@@ -716,7 +716,6 @@ def test_float32_min_base_passes_and_the_point_below_fails():
 
 
 def test_float32_verdict_depends_on_the_theta_recipe():
-    torch = pytest.importorskip("torch")
     L, d = 2048, 128
     b0 = bb.min_base(L)
     m = torch.arange(L, dtype=torch.float32)
@@ -741,25 +740,39 @@ def test_symbolic_gap_is_the_trace_formula():
     assert sp.simplify(g["delta"] - wrong) != 0
 
 
-def test_general_form_by_monte_carlo():
-    d, base, n = 8, 30.0, 400_000
+def test_symbolic_gap_matches_a_monte_carlo_of_the_definition():
+    """rope_lib's symbolic delta_m (symbolic_similarity_gap, d = 4) evaluated at a full,
+    correlated covariance, unequal means and the angles m theta_i, against the Monte Carlo mean
+    of q^T R_m q - q^T R_m k (rotation matrix written here; k has a covariance of its own,
+    which must not matter), within five standard errors; with zero means, delta_m is the
+    weighted margin sum_i (Sigma_{2i,2i} + Sigma_{2i+1,2i+1}) cos(m theta_i) of chapter 7."""
+
+    d, base, n = 4, 30.0, 400_000
+    g = bb.symbolic_similarity_gap(d)
     rng = np.random.default_rng(3)
     a = rng.normal(size=(d, d))
     cov = a @ a.T / d  # a full, correlated covariance
     mu_q, mu_k = rng.normal(size=d), rng.normal(size=d)
     q = mu_q + rng.multivariate_normal(np.zeros(d), cov, size=n)
-    k = mu_k + rng.normal(size=(n, d)) * 1.7  # k's covariance must not matter
+    k = mu_k + rng.normal(size=(n, d)) * 1.7
+    moments = {g["Sigma"][i, j]: cov[i, j] for i in range(d) for j in range(d)}
     for m in (0, 5, 23):
+        angles = {x: m * base ** (-2 * i / d) for i, x in enumerate(g["angles"])}
+
+        def library(mean_q, mean_k, angles=angles):
+            means = {g["mu_q"][i]: mean_q[i] for i in range(d)}
+            means.update({g["mu_k"][i]: mean_k[i] for i in range(d)})
+            return float(g["delta"].subs({**moments, **means, **angles}))
+
         r = rotation(m, d, base)
         samples = np.einsum("ni,ij,nj->n", q, r, q - k)
-        closed = np.trace(r @ cov) + mu_q @ r @ (mu_q - mu_k)
+        # five standard errors of the mean, from the sample itself
+        assert abs(samples.mean() - library(mu_q, mu_k)) <= 5 * samples.std(ddof=1) / np.sqrt(n)
         weighted = sum(
             (cov[2 * i, 2 * i] + cov[2 * i + 1, 2 * i + 1]) * np.cos(m * base ** (-2 * i / d))
             for i in range(d // 2)
         )
-        assert np.trace(r @ cov) == pytest.approx(weighted, abs=1e-12)
-        # five standard errors of the mean, from the sample itself
-        assert abs(samples.mean() - closed) <= 5 * samples.std(ddof=1) / np.sqrt(n)
+        assert library(np.zeros(d), np.zeros(d)) == pytest.approx(weighted, abs=1e-12)
 
 
 def test_all_ones_mean_rescales_by_a_factor_that_can_be_negative():
