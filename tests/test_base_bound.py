@@ -1234,3 +1234,83 @@ def test_max_context_default_limit_works_for_large_d(d: int) -> None:
     th = 1e4 ** (-2.0 * np.arange(d // 2) / d)
     sums = np.cos(np.outer(np.arange(horizon + 1), th)).sum(axis=1)
     assert sums[:horizon].min() >= 0 > sums[horizon]
+
+
+# ------------------------------------------------------------------------------------------
+# chapter 7 after the independent review: Men et al.'s Appendix E, the grid and its windows
+# ------------------------------------------------------------------------------------------
+def _appendix_e_horizon(base: float, limit: int) -> int:
+    """First m < limit with a negative sum in the check that the conference version of Men
+    et al. prints as Appendix E (as quoted by ri.k117.org): float32 PyTorch,
+    ``torch.outer(torch.arange(0, L), base ** (-2 * d / dim)).cos().sum(dim=1)`` with
+    ``d = torch.arange(0, dim / 2, 1)``; here in chunks of distances (``limit`` if none)."""
+    torch = pytest.importorskip("torch")
+    theta = base ** (-2 * torch.arange(0, 128 / 2, 1) / 128)
+    assert theta.dtype == torch.float32
+    for start in range(0, limit, 1 << 15):
+        pos = torch.arange(start, min(limit, start + (1 << 15)))
+        neg = torch.nonzero(torch.outer(pos, theta).cos().sum(dim=1) < 0)
+        if len(neg):
+            return start + int(neg[0, 0])
+    return limit
+
+
+_APPENDIX_E_LIST = [
+    (i + j / 10) * 10**x for x in range(3, 10) for i in range(1, 10) for j in range(10)
+]
+
+
+def test_appendix_e_check_in_chunks_equals_the_quoted_single_table():
+    """The chunks change no sum: the quoted code builds one (L x 64) table; for L = 2^13 the
+    verdict of every listed base up to the answer is the same."""
+    torch = pytest.importorskip("torch")
+    L = 1 << 13
+    for base in [b for b in _APPENDIX_E_LIST if b <= 8.4e4]:
+        realdim = 128 / 2
+        d = torch.arange(0, realdim, 1)
+        theta = base ** (-2 * d / 128)
+        ans = torch.outer(torch.arange(0, L), theta).cos().sum(dim=1) / realdim
+        quoted = True not in (ans < 0)
+        assert quoted == (_appendix_e_horizon(base, L) >= L)
+
+
+@pytest.mark.slow
+def test_appendix_e_search_gives_the_grid_column_and_four_printed_values():
+    """Chapter 7, Men et al.: rerun for L = 2^10 .. 2^20, the search of Appendix E (first listed
+    base whose float32 sums are >= 0 for every m < L) returns the two-digit grid column of the
+    table (rope_lib's exact check) at every row, and the printed value of the paper only at
+    L = 2^10, 2^11, 2^13, 2^16; its float32 check gives every printed value its exact horizon,
+    so it rejects the same seven. About 40 s (float32 horizons up to 2^20)."""
+    rows = bb.min_base_table()
+    top = rows[-1]["L"] + 1
+    horizon: dict[float, int] = {}
+    found = {}
+    for base in _APPENDIX_E_LIST:
+        horizon[base] = _appendix_e_horizon(base, top)
+        for r in rows:
+            if r["L"] not in found and horizon[base] >= r["L"]:
+                found[r["L"]] = base
+        if len(found) == len(rows):
+            break
+    assert [found[r["L"]] for r in rows] == [r["grid2"] for r in rows]
+    paper = {1 << k: v[0] for k, v in bb.PUBLISHED_MIN_BASE.items()}
+    assert [L for L in found if found[L] == paper[L]] == [1024, 2048, 8192, 65536]
+    for value in paper.values():
+        exact = bb.max_context(value, limit=1 << 23)
+        assert _appendix_e_horizon(value, exact + 1) == exact
+    assert sum(bb.max_context(v, limit=1 << 23) < L for L, v in paper.items()) == 7
+
+
+def test_grid_finds_a_window_narrower_than_its_spacing():
+    """Chapter 7: a two-digit grid *can* miss a window narrower than its spacing, but it finds
+    one when a grid point falls inside. At L = 1024 the window around 4300 lies inside
+    (4290, 4340), narrower than the spacing 100; at L = 8192 the one around 84000 lies inside
+    (83700, 84500), narrower than 1000. Direct float64 sums (``feasible``), not the module."""
+    for L, lo, point, hi, spacing in [
+        (1024, 4290.0, 4300.0, 4340.0, 100.0),
+        (8192, 83700.0, 84000.0, 84500.0, 1000.0),
+    ]:
+        assert feasible(point, L, 128)
+        assert not feasible(lo, L, 128) and not feasible(hi, L, 128)
+        assert hi - lo < spacing
+        assert bb.grid_min_base(L) == point
