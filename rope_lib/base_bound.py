@@ -1743,7 +1743,7 @@ def plot_monte_carlo_gap(
             m + offset,
             est,
             yerr=half,
-            fmt="o",
+            fmt="os"[j],  # a marker shape per perturbation: readable without colour
             ms=3,
             color=style["color"],
             lw=0.8,
@@ -1808,13 +1808,15 @@ def plot_horizon_vs_base(
     ax.plot(bases, horizons, lw=0.8, label="max_context(base)", **plotting.line_style(0))
     for j, length in enumerate(lengths):
         style = plotting.line_style(j + 1)
-        ax.axhline(length, lw=1.0, color=style["color"], linestyle="--", label=f"L = {length}")
+        ax.axhline(
+            length, lw=1.0, color=style["color"], ls=(0, (2 + 4 * j, 2)), label=f"L = {length}"
+        )
         b_min = min_base(length, d)
         if lo <= b_min <= hi:
             ax.plot(
                 [b_min],
                 [length],
-                marker="v",
+                marker="v^<>"[j % 4],  # a triangle per length: readable without colour
                 ms=8,
                 color=style["color"],
                 linestyle="none",
@@ -1880,7 +1882,7 @@ def plot_min_base_table(rows: Sequence[dict] | None = None, d: int = 128):
             ax.plot(
                 bad_x,
                 bad_y,
-                marker="x",
+                marker="x" if j == 0 else "+",
                 ms=9,
                 mew=2,
                 linestyle="none",
