@@ -1356,7 +1356,9 @@ def _mp_step(b: float, db: float, err: float, curv: float, eps: float) -> float:
     ],
 )
 def test_certified_step_is_the_positive_root_of_the_taylor_bound(b, db, err, curv, eps):
-    h = bb._certified_step(np.array([b]), np.array([db]), np.array([7.0]), _StubTerms(err, curv), eps)
+    h = bb._certified_step(
+        np.array([b]), np.array([db]), np.array([7.0]), _StubTerms(err, curv), eps
+    )
     expected = _mp_step(b, db, err, curv, eps)
     assert expected > 0
     assert abs(h[0] - expected) <= 1e-12 * expected
@@ -1369,4 +1371,8 @@ def test_certified_step_proves_nothing_where_the_margin_bound_is_not_negative():
     db = np.array([-3.0, 2.0, -3.0])
     h = bb._certified_step(b, db, np.ones(3), _StubTerms(0.0, 2.0), 0.25)
     assert h.tolist() == [0.0, 0.0, 0.0]
-    assert [_mp_step(bi, di, 0.0, 2.0, 0.25) for bi, di in zip(b, db)] == [0.0, 0.0, 0.0]
+    assert [_mp_step(bi, di, 0.0, 2.0, 0.25) for bi, di in zip(b, db, strict=True)] == [
+        0.0,
+        0.0,
+        0.0,
+    ]

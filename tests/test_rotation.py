@@ -2112,8 +2112,10 @@ def test_float32_inputs_are_rotated_in_float32_arithmetic(layout: str) -> None:
     x = rng.standard_normal((N, d)).astype(np.float32)
     positions = np.arange(N) * 37 + 5
     mpmath.mp.dps = 50
-    angles = [[mpmath.mpf(int(m)) * mpmath.power(base, -mpmath.mpf(2 * i) / d)
-               for i in range(d // 2)] for m in positions]
+    angles = [
+        [mpmath.mpf(int(m)) * mpmath.power(base, -mpmath.mpf(2 * i) / d) for i in range(d // 2)]
+        for m in positions
+    ]
     c = np.array([[float(mpmath.cos(a)) for a in row] for row in angles]).astype(np.float32)
     s = np.array([[float(mpmath.sin(a)) for a in row] for row in angles]).astype(np.float32)
     if layout == "interleaved":

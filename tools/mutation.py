@@ -55,8 +55,14 @@ SUMMARY = ROOT / "tools" / "mutation-summary.json"
 # mutants run against their own tests only.
 MODULES: dict[str, list[str]] = {
     module: [f"tests/test_{module}.py", "tests/test_api.py"]
-    for module in ("sinusoidal", "taylor", "decay", "base_bound", "context_extension",
-                   "experiment_report")
+    for module in (
+        "sinusoidal",
+        "taylor",
+        "decay",
+        "base_bound",
+        "context_extension",
+        "experiment_report",
+    )
 } | {module: [f"tests/test_{module}.py"] for module in ("frequencies", "rotation")}
 
 # CI's fixed sample: every mutant of a few functions, the certified step of chapter 7's
@@ -67,9 +73,21 @@ QUICK: dict[str, list[str]] = {
 }
 
 # mutmut's exit codes, as its stats module reads them.
-STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",
-          34: "skipped", 36: "timeout", -24: "timeout", 24: "timeout", 152: "timeout",
-          255: "timeout", 37: "killed", None: "not checked"}
+STATUS = {
+    1: "killed",
+    3: "killed",
+    0: "survived",
+    5: "no tests",
+    33: "no tests",
+    34: "skipped",
+    36: "timeout",
+    -24: "timeout",
+    24: "timeout",
+    152: "timeout",
+    255: "timeout",
+    37: "killed",
+    None: "not checked",
+}
 
 
 @dataclass
@@ -148,10 +166,15 @@ def _prepare(module: str, jobs: int) -> Path:
 
 def _mutmut(work: Path, *args: str) -> subprocess.CompletedProcess:
     exe = Path(sys.executable).with_name("mutmut")
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1",
-               MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", TERM="dumb")
-    return subprocess.run([str(exe), *args], cwd=work, env=env, text=True,
-                          capture_output=True)
+    env = dict(
+        os.environ,
+        PYTHONDONTWRITEBYTECODE="1",
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        OPENBLAS_NUM_THREADS="1",
+        TERM="dumb",
+    )
+    return subprocess.run([str(exe), *args], cwd=work, env=env, text=True, capture_output=True)
 
 
 def _diff(work: Path, name: str) -> tuple[str, str]:
@@ -188,8 +211,11 @@ def run_module(module: str, jobs: int, patterns: list[str] | None) -> Result:
             for entry in listed:
                 if entry["module"] == module and all(
                     fnmatch.fnmatchcase(value, entry[key])
-                    for key, value in (("function", m.function), ("before", m.removed),
-                                       ("after", m.added))
+                    for key, value in (
+                        ("function", m.function),
+                        ("before", m.removed),
+                        ("after", m.added),
+                    )
                 ):
                     m.status, m.reason = "equivalent", entry["reason"]
                     break
@@ -215,22 +241,31 @@ def main(argv: list[str] | None = None) -> int:
         result = run_module(module, args.jobs, QUICK.get(module) if args.quick else None)
         rows.append(result.row())
         print("  " + json.dumps(rows[-1]), flush=True)
-        open_ += [(module, m) for m in result.mutants
-                  if m.status in ("survived", "no tests", "suspicious", "not checked")]
+        open_ += [
+            (module, m)
+            for m in result.mutants
+            if m.status in ("survived", "no tests", "suspicious", "not checked")
+        ]
     print("\n| module | mutants | killed | timeout | survived | no tests | equivalent | score |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print("| {module} | {mutants} | {killed} | {timeout} | {survived} | {no tests} "
-              "| {equivalent} | {score:.1%} |".format(**r))
+        print(
+            "| {module} | {mutants} | {killed} | {timeout} | {survived} | {no tests} "
+            "| {equivalent} | {score:.1%} |".format(**r)
+        )
     if not args.quick and not args.only:
         SUMMARY.write_text(json.dumps({"mutmut": _version(), "modules": rows}, indent=1) + "\n")
         print(f"summary written to {SUMMARY.relative_to(ROOT)}")
     for module, m in open_:
-        print(f"OPEN {m.status}: {module} {m.function} [{m.name}]\n"
-              f"    before: {m.removed}\n    after:  {m.added}")
+        print(
+            f"OPEN {m.status}: {module} {m.function} [{m.name}]\n"
+            f"    before: {m.removed}\n    after:  {m.added}"
+        )
     if open_:
-        print(f"mutation: {len(open_)} mutants neither killed nor listed in "
-              f"{EQUIVALENT.relative_to(ROOT)}")
+        print(
+            f"mutation: {len(open_)} mutants neither killed nor listed in "
+            f"{EQUIVALENT.relative_to(ROOT)}"
+        )
         return 1
     return 0
 
