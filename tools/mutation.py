@@ -210,7 +210,7 @@ def run_module(module: str, jobs: int, patterns: list[str] | None) -> Result:
             m.removed, m.added = _diff(work, name)
             for entry in listed:
                 if entry["module"] == module and all(
-                    fnmatch.fnmatchcase(value, entry[key])
+                    value == entry[key] or fnmatch.fnmatchcase(value, entry[key])
                     for key, value in (
                         ("function", m.function),
                         ("before", m.removed),
