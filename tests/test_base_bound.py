@@ -1017,8 +1017,11 @@ def test_max_context_limit_message_says_how_to_raise_it():
         bb.max_context(1e300, 8, limit=1000)
 
 
-def test_min_base_budget_raises_instead_of_answering():
+def test_min_base_budget_raises_instead_of_answering(monkeypatch):
     # d = 4 at L = 512 needs more than a thousand iterations (it exhausts the default budget).
+    # Memoised lengths cost nothing, so start from an empty memo: otherwise the answer depends
+    # on which tests ran before in the same process (mutmut runs them in another order).
+    monkeypatch.setattr(bb, "_SWEEPS", {})
     with pytest.raises(ValueError, match=r"max_steps = 1000; pass a larger max_steps"):
         bb.min_base(512, 4, max_steps=1000)
     with pytest.raises(ValueError, match="max_steps"):
@@ -1314,3 +1317,62 @@ def test_grid_finds_a_window_narrower_than_its_spacing():
         assert not feasible(lo, L, 128) and not feasible(hi, L, 128)
         assert hi - lo < spacing
         assert bb.grid_min_base(L) == point
+
+
+class _StubTerms:
+    """Stand-in for base_bound._Terms with chosen derivative error and curvature bound."""
+
+    def __init__(self, deriv_error: float, curvature: float):
+        self.e, self.c = deriv_error, curvature
+
+    def deriv_error(self, m):
+        return np.full(np.shape(m), self.e)
+
+    def curvature(self, m):
+        return np.full(np.shape(m), self.c)
+
+
+def _mp_step(b: float, db: float, err: float, curv: float, eps: float) -> float:
+    """The certified step written out: with the margin's upper bound bu = b + eps < 0, the
+    derivative's upper bound du = db + err and curvature bound K, F(u + h) <= bu + du h +
+    K h^2 / 2, so F < 0 is proven for h below the positive root of that quadratic; 0 when
+    bu >= 0 (nothing proven).  Solved in mpmath at 60 digits."""
+    mpmath.mp.dps = 60
+    bu, du, K = mpmath.mpf(b) + mpmath.mpf(eps), mpmath.mpf(db) + mpmath.mpf(err), mpmath.mpf(curv)
+    if bu >= 0:
+        return 0.0
+    return float((-du + mpmath.sqrt(du * du - 2 * K * bu)) / K)
+
+
+@pytest.mark.parametrize(
+    "b, db, err, curv, eps",
+    [
+        (-0.3, 0.0, 0.5, 2.0, 0.0),  # the derivative bound is the error term alone
+        (-0.3, -0.2, 0.5, 2.0, 0.01),  # du > 0
+        (-0.3, -0.9, 0.5, 2.0, 0.01),  # du < 0: the other root form
+        (-1e-20, 1e-3, 0.0, 1.0, 0.0),  # 0 < du <= 1, tiny margin: cancellation-prone
+        (-1e-8, 1e8, 0.0, 1.0, 0.0),  # du >> 1: (root - du) / K would cancel to 0
+        (-1e-3, -5.0, 0.0, 3.0, 0.0),  # du < 0 large
+    ],
+)
+def test_certified_step_is_the_positive_root_of_the_taylor_bound(b, db, err, curv, eps):
+    h = bb._certified_step(
+        np.array([b]), np.array([db]), np.array([7.0]), _StubTerms(err, curv), eps
+    )
+    expected = _mp_step(b, db, err, curv, eps)
+    assert expected > 0
+    assert abs(h[0] - expected) <= 1e-12 * expected
+
+
+def test_certified_step_proves_nothing_where_the_margin_bound_is_not_negative():
+    # bu = b + eps = 0 exactly (and above): no point is proven failing, so the step is 0,
+    # whatever the derivative (a negative du would otherwise give the root 2 |du| / K).
+    b = np.array([-0.25, -0.25, 0.1])
+    db = np.array([-3.0, 2.0, -3.0])
+    h = bb._certified_step(b, db, np.ones(3), _StubTerms(0.0, 2.0), 0.25)
+    assert h.tolist() == [0.0, 0.0, 0.0]
+    assert [_mp_step(bi, di, 0.0, 2.0, 0.25) for bi, di in zip(b, db, strict=True)] == [
+        0.0,
+        0.0,
+        0.0,
+    ]
