@@ -32,7 +32,7 @@ AXE_JS       := $(BUILD_DIR)/axe/axe.min.js
 # `nb_execution_raise_on_error` in _config.yml.
 JB_FLAGS := -W -n --keep-going
 
-.PHONY: book test bench lint serve lab student instructor clean venv assets browser jb-build experiment binder-env
+.PHONY: book test bench mutation lint serve lab student instructor clean venv assets browser jb-build experiment binder-env
 
 book: $(VENV_STAMP) $(VENDOR_STAMP)
 	@$(MAKE) --no-print-directory jb-build
@@ -69,6 +69,13 @@ bench: $(VENV_STAMP) $(VENDOR_STAMP) browser
 # (rope_lib/data untouched); CI runs it.
 experiment: $(VENV_STAMP)
 	$(PY) -m rope_lib.experiment_cli --all $(if $(filter 1 yes true,$(SMOKE)),--smoke)
+
+# Mutation testing (tools/mutation.py): each math module's mutants against its own tests;
+# writes tools/mutation-summary.json.  QUICK=1: CI's fixed sample (the certified step and
+# curvature bound of chapter 7's sweep, apply_rope's NumPy route); fails on a survivor
+# that no test kills and tools/mutation-equivalent.toml does not explain.
+mutation: $(VENV_STAMP)
+	$(PY) tools/mutation.py $(if $(filter 1 yes true,$(QUICK)),--quick)
 
 lint: $(VENV_STAMP)
 	$(VENV)/bin/ruff check rope_lib tests bench tools course _ext

@@ -16,10 +16,13 @@ What this module computes
 * :func:`base_is_feasible` (is :math:`B_m \ge 0` for every :math:`m < L`?) and
   :func:`feasible_window_top` (walk up from a feasible base to the top of its window).
 * :func:`su_min_base`: Su's published coarse-to-fine search; :func:`grid_min_base`: the
-  first feasible base of a two-digit grid (a hypothesis about the paper's table);
+  first feasible base of a two-digit grid (the list of the search that the conference
+  version of Men et al. prints as its Appendix E, known to the book through a third-party
+  quotation, with an exact check in place of its float32 sums);
   :func:`published_summary`: the comparison of the published tables with the exact one.
 * :func:`float32_margin`: :math:`B_m` with angles rounded as a float32 implementation would;
-  :func:`float32_min_base`: the first base that passes in float32.
+  :func:`float32_min_base`: the first base that passes in float32, on a fine grid within a
+  relative :math:`10^{-5}` of the exact minimum.
 * :func:`html_table` and one plotting function per figure of the chapter.
 
 Why a certified sweep
@@ -29,18 +32,20 @@ it has narrow windows. Bisection assumes monotonicity and can return a wrong bas
 can step over a window. Work in :math:`u = \ln b`, so :math:`\theta_i = e^{-t_i u}` with
 :math:`t_i = 2i/d`, and write :math:`F_m(u) = B_m(e^u)` for the margin as a function of
 :math:`u` (:math:`B_m(b)` keeps the base as its argument). With the angles
-:math:`\alpha_i = m\theta_i` and :math:`g_i = t_i \alpha_i`,
+:math:`\alpha_i = m\theta_i = m e^{-t_i u}`, so that :math:`\partial\alpha_i/\partial u =
+-t_i\alpha_i`,
 
-.. math:: F_m'(u) = \sum_i g_i \sin \alpha_i, \qquad
-          |F_m''(u)| = \Bigl|\sum_i g_i^2\cos \alpha_i + t_i g_i\sin \alpha_i\Bigr|
-          \le \sum_i g_i^2 + t_i g_i =: K_m(u),
+.. math:: F_m'(u) = \sum_i t_i\alpha_i \sin \alpha_i, \qquad
+          |F_m''(u)| = \Bigl|\sum_i t_i^2\bigl(\alpha_i^2\cos \alpha_i
+          + \alpha_i\sin \alpha_i\bigr)\Bigr|
+          \le \sum_i t_i^2\alpha_i(\alpha_i + 1) =: K_m(u),
 
-and :math:`K_m` decreases in :math:`u` (every :math:`g_i` does). Hence for :math:`h \ge 0`
+and :math:`K_m` decreases in :math:`u` (every :math:`\alpha_i` does). Hence for :math:`h \ge 0`
 
 .. math:: F_m(u + h) \le F_m(u) + F_m'(u)\,h + \tfrac12 K_m(u)\,h^2 .
 
-If :math:`F_m(u) < 0`, the right side stays negative on :math:`[u, u + h^*)` with :math:`h^*`
-its positive root: every base in :math:`[e^u, e^{u+h^*})` is *proven* infeasible (distance
+If :math:`F_m(u) < 0` (and :math:`d \ge 4`, so that :math:`K_m > 0` for :math:`m \ge 1`),
+the right side stays negative on :math:`[u, u + h^*)` with :math:`h^*` its positive root: every base in :math:`[e^u, e^{u+h^*})` is *proven* infeasible (distance
 :math:`m` fails). The sweep starts at a proven lower bound (:math:`u = 0`, or the answer for a
 shorter context, since feasibility for :math:`L` implies feasibility for every shorter
 length), and repeatedly steps by the longest certified :math:`h^*` over the failing distances.
@@ -58,9 +63,10 @@ What is guaranteed (see :func:`min_base_search`): the returned base :math:`b` sa
 margin, borderline values re-checked with 50-digit mpmath); every base below :math:`b`, down to
 the starting bound, is proven infeasible, except inside the recorded gaps, each of relative
 width at most :math:`10^{-9}`. So no feasible window wider than :math:`10^{-9}` (relative) is
-skipped, and if the smallest feasible base lies at the start of the window the sweep ends in,
-the returned base exceeds it by a relative :math:`10^{-9}` at most: far inside the promised
-:math:`10^{-4}`.
+skipped. Not excluded: a narrower feasible window inside a gap; if one existed, the smallest
+feasible base would lie there, below the returned base. Outside that proviso the smallest
+feasible base lies at the start of the window the sweep ends in, and the returned base
+exceeds it by a relative :math:`10^{-9}` at most: far inside the promised :math:`10^{-4}`.
 
 Fast exact evaluation at one base
 ---------------------------------
@@ -715,12 +721,16 @@ def min_base(context_length: int, d: int = 128, *, max_steps: int = DEFAULT_MAX_
     The feasible set is not an interval, so this is neither a bisection nor a grid search: see
     the module docstring and :func:`min_base_search` for the certified sweep and exactly what
     it guarantees (returned base verified feasible; every smaller base proven infeasible except
-    in gaps of relative width <= 1e-9; relative precision far better than 1e-4).
+    in gaps of relative width <= 1e-9; relative precision far better than 1e-4 unless a
+    feasible window narrower than 1e-9 hides in a gap).
 
     The criterion is :math:`B_m \ge 0`, as in Men et al. (2024). Each :math:`B_m(b)` is
-    continuous in :math:`b`, so for :math:`L \ge 3` the feasible set is closed and this is a
-    minimum: at it some distance :math:`m < L` has :math:`B_m = 0`. Under the strict criterion
-    :math:`B_m > 0` the same number is an infimum that is not attained. The sweep ends one
+    continuous in :math:`b`, so for :math:`L \ge 3` the feasible set is closed; it is not
+    empty for :math:`d \ge 4` (every large enough base is feasible; for :math:`d = 2` it is
+    empty and a ``ValueError`` says so), so this is a minimum: at it some distance
+    :math:`m < L` has :math:`B_m = 0`. Under the strict criterion :math:`B_m > 0` that base
+    fails; where the margin of that distance crosses zero (rather than touching it), the
+    strict criterion's smallest base is an infimum that is not attained. The sweep ends one
     uncertified leap (a relative 1e-9) past the base where its last failing distance reaches
     :math:`B_m = 0`, so the returned base has :math:`\min_m B_m` close to 0
     (``min_base_search(...).min_margin``).
@@ -923,13 +933,18 @@ def grid_min_base(
 ):
     r"""First base of a grid with ``digits`` significant digits that passes the brute force.
 
-    A *hypothesis* about how a published table could have been made, not a published method:
-    scan bases upward on the grid :math:`c \cdot 10^e` (``digits``-digit mantissas c, from
+    Scan bases upward on the grid :math:`c \cdot 10^e` (``digits``-digit mantissas c, from
     ``start``) and check :math:`B_m \ge 0` for all :math:`m < L` at each by brute force
-    (:func:`brute_force_feasible`). It can only return grid points, and it steps over any
-    feasible window narrower than the grid spacing. For ``d = 128`` it reproduces the value of
-    Men et al. at :math:`L = 2^{11}` (1.6e4) but not their other departures from the minimum
-    (chapter ``base-bound``). Su's published search is :func:`su_min_base`.
+    (:func:`brute_force_feasible`). With ``digits=2`` this is the list of the search that the
+    conference version of Men et al. (NeurIPS 2024) prints as its Appendix E, as quoted by a
+    third party (:math:`(i + j/10)\,10^x`, :math:`x = 3 \dots 9`), with a float64 or exact
+    check in place of the appendix's float32 sums; for ``d = 128`` and
+    :math:`L = 2^{10} \dots 2^{20}`, with ``exact=True`` (the chapter's table), the two give
+    the same bases (a test reruns the float32 search). It can only return grid points, and it can step over a feasible window narrower
+    than the grid spacing (it finds one only where a grid point falls inside). For
+    ``d = 128`` it reproduces the value of Men et al. at :math:`L = 2^{10}, 2^{11}, 2^{13},
+    2^{16}` but not at the other seven lengths (chapter ``base-bound``). Su's published search
+    is :func:`su_min_base`.
 
     ``exact=True`` checks each grid base with :func:`base_is_feasible` (exact and much faster
     for long contexts) instead of the plain float64 brute force; the two differ only where
@@ -1151,9 +1166,11 @@ def su_min_base(
 
     Each level searches all of :math:`[0, \bar b]` again, so a window missed by a coarse level
     is found by a finer one if it is wider than the final spacing
-    :math:`\bar b/10^5`: the result is the first feasible point of a grid of relative
-    spacing about :math:`10^{-5}`. The check is Su's direct cosine sum, in ``dtype``
-    (his JAX code runs in float32 unless 64-bit mode is enabled); here the points are
+    :math:`\bar b/10^5` (:math:`\bar b` the upper end the last level starts from): the result
+    is the first feasible point of a grid with that spacing. The check is Su's direct cosine
+    sum, in ``dtype`` (his JAX code runs in float32 unless 64-bit mode is enabled; with
+    ``np.float32`` this is a NumPy emulation, whose cosine and order of summation may differ
+    from JAX's); here the points are
     visited in order with the early exit of :func:`_first_passing`, which gives the same
     answer as checking every point.
 
@@ -1447,8 +1464,10 @@ def similarity_gap_expected(
     r"""Closed form of :math:`\delta_m/(2\sigma^2)` for independent q, k with any means.
 
     With :math:`\mathbb E q = \mu_q`, :math:`\mathbb E k = \mu_k`, covariance
-    :math:`\sigma^2 I` for both and :math:`k^* = q + \varepsilon`, :math:`\mathbb E\varepsilon
-    = 0` independent of q:
+    :math:`\sigma^2 I` for both and :math:`k^* = q + \varepsilon`, where
+    :math:`\mathbb E[\varepsilon \mid q] = 0` (a zero mean alone is not enough:
+    :math:`\varepsilon = \mu_q - q` has mean zero and gives :math:`\delta_m = 0` with equal
+    means):
 
     .. math:: \frac{\delta_m}{2\sigma^2} = B_m
               + \frac{\mu_q^\top R_m (\mu_q - \mu_k)}{2\sigma^2},
@@ -1724,7 +1743,7 @@ def plot_monte_carlo_gap(
             m + offset,
             est,
             yerr=half,
-            fmt="o",
+            fmt="os"[j],  # a marker shape per perturbation: readable without colour
             ms=3,
             color=style["color"],
             lw=0.8,
@@ -1789,13 +1808,15 @@ def plot_horizon_vs_base(
     ax.plot(bases, horizons, lw=0.8, label="max_context(base)", **plotting.line_style(0))
     for j, length in enumerate(lengths):
         style = plotting.line_style(j + 1)
-        ax.axhline(length, lw=1.0, color=style["color"], linestyle="--", label=f"L = {length}")
+        ax.axhline(
+            length, lw=1.0, color=style["color"], ls=(0, (2 + 4 * j, 2)), label=f"L = {length}"
+        )
         b_min = min_base(length, d)
         if lo <= b_min <= hi:
             ax.plot(
                 [b_min],
                 [length],
-                marker="v",
+                marker="v^<>"[j % 4],  # a triangle per length: readable without colour
                 ms=8,
                 color=style["color"],
                 linestyle="none",
@@ -1861,7 +1882,7 @@ def plot_min_base_table(rows: Sequence[dict] | None = None, d: int = 128):
             ax.plot(
                 bad_x,
                 bad_y,
-                marker="x",
+                marker="x" if j == 0 else "+",
                 ms=9,
                 mew=2,
                 linestyle="none",

@@ -185,16 +185,16 @@ def scaled_theta(
     ``"none"``
         :math:`\theta_i' = \theta_i` (``factor`` is checked and otherwise ignored).
     ``"linear"``, position interpolation (Chen et al. 2023)
-        :math:`\theta_i' = \theta_i / s`: position :math:`m` is read as :math:`m/s`.
+        :math:`\theta_i' = \theta_i / s`: position :math:`n` is read as :math:`n/s`.
     ``"ntk"``, NTK-aware scaling
         :math:`\theta_i' = (b')^{-2i/d}` with :math:`b' = b\, s^{d/(d-2)}`, so that
         :math:`\theta_0' = \theta_0` and :math:`\theta_{d/2-1}' = \theta_{d/2-1}/s`.
-    ``"dynamic"``, dynamic NTK scaling (parameter ``seq_len`` = :math:`\ell`, the current
-    sequence length, required)
+    ``"dynamic"``, dynamic NTK scaling (parameter ``seq_len`` = :math:`T`, the number of
+    tokens of the current input, required)
         NTK with the effective factor
-        :math:`s_\ell = s\,\max(\ell, L)/L - (s - 1)`, the rule of Hugging Face
-        ``transformers``; :math:`s_\ell = 1` while :math:`\ell \le L`, and with ``factor=1``
-        it is the :math:`\max(1, \ell/L)` of Peng et al. (2024).
+        :math:`s_T = s\,\max(T, L)/L - (s - 1)`, the rule of Hugging Face
+        ``transformers``; :math:`s_T = 1` while :math:`T \le L`, and with ``factor=1``
+        it is the :math:`\max(1, T/L)` of Peng et al. (2024).
     ``"yarn"`` (Peng et al. 2024; parameters ``beta_fast=32``, ``beta_slow=1``,
     ``truncate=True``)
         :math:`\theta_i' = (1 - \gamma_i)\,\theta_i/s + \gamma_i\,\theta_i`, with the ramp
@@ -203,16 +203,22 @@ def scaled_theta(
         pair index whose frequency makes :math:`\beta` full turns over :math:`L` positions,
         :math:`i_{\rm lo} = \max(\lfloor i(\beta_{\rm fast})\rfloor, 0)` and
         :math:`i_{\rm hi} = \min(\lceil i(\beta_{\rm slow})\rceil, d - 1)` (no floor/ceil if
-        ``truncate=False``). Pairs that turn more than :math:`\beta_{\rm fast}` times are
-        kept, pairs that turn less than :math:`\beta_{\rm slow}` times are interpolated.
-        One deliberate difference from the reference code: when even
-        :math:`i_{\rm lo} > d - 1` (every pair turns more than :math:`\beta_{\rm fast}` times,
-        e.g. :math:`d = 4, b = 10, L = 32768`) the reference ramp runs backwards and
-        interpolates every pair; here every pair is kept, and symmetrically every pair is
-        interpolated when :math:`i(\beta_{\rm slow}) < 0`.
+        ``truncate=False``). As in the paper (which calls the thresholds :math:`\beta` and
+        :math:`\alpha`), pairs that turn more than :math:`\beta_{\rm fast}` times are kept and
+        pairs that turn less than :math:`\beta_{\rm slow}` times are interpolated, provided some
+        pair turns at least :math:`\beta_{\rm fast}` times (otherwise the clamp at index 0
+        keeps pair 0, which the paper blends; the reference code does the same).
+        Two deliberate differences from the reference code, in the corners where its ramp
+        runs backwards (:math:`i_{\rm hi} < i_{\rm lo}` before the division): when
+        :math:`i_{\rm lo} > d - 1` before clamping, that is :math:`L \ge 2\pi\beta_{\rm fast}
+        b^2` with the floor (e.g. :math:`d = 4, b = 10, L = 32768`), every pair turns more than
+        :math:`\beta_{\rm fast}` times and the reference code interpolates every pair; here
+        every pair is kept. When :math:`i_{\rm hi} < 0` before clamping (every pair turns fewer
+        than :math:`\beta_{\rm slow}` times; with the ceiling, :math:`L \le 2\pi\beta_{\rm slow}
+        b^{-2/d}`), the reference code keeps every pair; here every pair is interpolated.
         The paper writes the ramp as linear in the number of turns
-        :math:`r_i = L\theta_i/(2\pi)`, between :math:`r_i = \beta_{\rm slow}` and
-        :math:`r_i = \beta_{\rm fast}`; the released code, followed here, makes it linear in
+        :math:`\rho_i = L\theta_i/(2\pi)`, between :math:`\rho_i = \beta_{\rm slow}` and
+        :math:`\rho_i = \beta_{\rm fast}`; the released code, followed here, makes it linear in
         :math:`i`, between the pair indices of those two turn counts rounded outward to
         integers (floor and ceiling, unless ``truncate=False``) and clamped to
         :math:`[0, d - 1]`. Attention factor :math:`0.1 \ln s + 1`
@@ -225,18 +231,18 @@ def scaled_theta(
 
         .. math::
             \theta_i' = \begin{cases}
-            \theta_i & T_i < L/r_{\rm high} \\
-            \theta_i/s & T_i > L/r_{\rm low} \\
+            \theta_i & T_i < L/\rho_{\rm high} \\
+            \theta_i/s & T_i > L/\rho_{\rm low} \\
             (1 - \eta_i)\,\theta_i/s + \eta_i\,\theta_i, \quad
-            \eta_i = \dfrac{L/T_i - r_{\rm low}}{r_{\rm high} - r_{\rm low}}
+            \eta_i = \dfrac{L/T_i - \rho_{\rm low}}{\rho_{\rm high} - \rho_{\rm low}}
             & \text{otherwise,}
             \end{cases}
 
-        where :math:`r_{\rm low}` = ``low_freq_factor`` and :math:`r_{\rm high}` =
+        where :math:`\rho_{\rm low}` = ``low_freq_factor`` and :math:`\rho_{\rm high}` =
         ``high_freq_factor`` are thresholds on the number of turns
-        :math:`r_i = L/T_i` over :math:`L`. This is YaRN's ramp in the form the YaRN paper
-        writes it (linear in :math:`r_i`) with :math:`\beta_{\rm slow} = r_{\rm low}`,
-        :math:`\beta_{\rm fast} = r_{\rm high}`, and without YaRN's attention factor.
+        :math:`\rho_i = L/T_i` over :math:`L`. This is YaRN's ramp in the form the YaRN paper
+        writes it (linear in :math:`\rho_i`) with :math:`\beta_{\rm slow} = \rho_{\rm low}`,
+        :math:`\beta_{\rm fast} = \rho_{\rm high}`, and without YaRN's attention factor.
 
     Parameters
     ----------

@@ -154,3 +154,33 @@ def test_every_figure_says_what_it_shows(site, page) -> None:
         if len(words) < 8 or {w.lower() for w in words} <= GENERIC_ALT:
             weak.append(f"{where}: {alt!r}")
     assert not weak, f"{page}: figures without a text alternative that describes them: {weak}"
+
+
+FIGURE_PAGES = [p for p in pages() if "ropefig" in (SITE / p).read_text(encoding="utf-8")]
+
+
+@pytest.mark.parametrize("page", FIGURE_PAGES, ids=lambda p: p.as_posix())
+def test_sliders_announce_their_value_when_moved_by_keyboard(site, page) -> None:
+    """Each slider is reached with Tab-able focus, moves with the arrow keys, and tells a
+    screen reader its new value (aria-valuetext); the figure's readout is a live region."""
+    from selenium.webdriver.common.keys import Keys
+
+    base_url, driver = site
+    driver.get(base_url + page.as_posix())
+    for figure in driver.find_elements("css selector", "figure.ropefig"):
+        readout = figure.find_element("css selector", ".ropefig-readout")
+        assert readout.get_attribute("aria-live") == "polite", f"{page}: readout not live"
+        for slider in figure.find_elements("css selector", "input[type=range]"):
+            assert slider.get_attribute("tabindex") in (None, "", "0"), f"{page}: not focusable"
+            before = slider.get_attribute("aria-valuetext")
+            label = driver.execute_script("return arguments[0].labels[0].textContent", slider)
+            assert before and before.startswith(label), f"{page}: {label!r} says {before!r}"
+            at_max = float(slider.get_attribute("value")) >= float(slider.get_attribute("max"))
+            slider.send_keys(Keys.ARROW_LEFT if at_max else Keys.ARROW_RIGHT)
+            after = slider.get_attribute("aria-valuetext")
+            assert after != before, f"{page}: {label!r} announces nothing new ({after!r})"
+            shown = driver.execute_script(
+                "return document.querySelector(`output[for='${arguments[0].id}']`).textContent",
+                slider,
+            )
+            assert after.endswith(shown), f"{page}: announced {after!r}, shown {shown!r}"

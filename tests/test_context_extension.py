@@ -27,6 +27,7 @@ import matplotlib.pyplot as plt
 import mpmath as mp
 import numpy as np
 import pytest
+import transformers  # pinned in requirements.txt: a missing peer fails here, never skips
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -63,9 +64,6 @@ def direct_margin(m, frequencies):
 @pytest.fixture(scope="module")
 def hf():
     """The Hugging Face peer: a config builder and the init functions."""
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    import transformers
     from transformers import LlamaConfig
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
@@ -413,10 +411,11 @@ def test_horizons_agree_with_the_base_bound_module(d, base, s):
     assert ce.scaled_horizon(d, base, "ntk", s) == rope_lib.max_context(
         base * s ** (d / (d - 2)), d
     )
+    # without extension the margin is B_m of the 30-digit frequencies b^{-2i/d}
     m = np.arange(0, 20_000, 13)
     np.testing.assert_allclose(
         ce.scaled_margin(m, d, base, "none", 3.0),
-        rope_lib.similarity_margin(m, d, base),
+        direct_margin(m, mp_ntk(d, base, 1.0)),
         atol=1e-9,
     )
 
@@ -578,3 +577,132 @@ def test_limits_and_names_of_the_extension_arguments():
     neg = np.flatnonzero(direct < 0)
     expected = int(neg[0]) if neg.size else None
     assert ce.scaled_horizon(8, 1e4, "linear", 2.0, limit=5000) == expected
+
+
+# ------------------------------------------------------------------ chapter 8, review fixes
+def _first_negative(frequencies, limit):
+    """First m < limit with sum_i cos(m theta_i) < 0, by direct float64 sums (None if none)."""
+    for start in range(0, limit, 1 << 14):
+        m = np.arange(start, min(limit, start + (1 << 14)), dtype=np.float64)
+        neg = np.flatnonzero(direct_margin(m, frequencies) < 0)
+        if neg.size:
+            return start + int(neg[0])
+    return None
+
+
+@pytest.mark.parametrize(
+    "base, s, h0, h",
+    [(1.1e5, 2, 7951, 13265), (10**5.35, 8, 12775, 84308), (1e4, 8, 1707, 13649)],
+)
+def test_interpolation_horizon_is_at_most_s_h0_and_can_be_far_below(base, s, h0, h):
+    """Chapter 8: B_m' = B_{m/s}, so for an integer s the horizon of interpolation is at most
+    s h0 (B'_{s h0} = B_{h0} < 0), but it falls far below s h0 when B dips below zero between
+    integers: for b = 1.1e5, s = 2 at 13,265 = 1.67 h0. Horizons by direct cosine scans
+    written here; the expected values were found by these scans and the signs confirmed at 40
+    digits; the scaled_horizon of the module must agree."""
+    th = 1.0 / base ** (np.arange(0, 128, 2) / 128.0)
+    assert _first_negative(th, 10**6) == h0
+    assert _first_negative(th / s, 10**6) == h
+    assert h <= s * h0
+    assert ce.scaled_horizon(128, base, "linear", float(s)) == h
+    with mp.workdps(40):
+        b = mp.mpf(base)  # the float64 base the module uses
+        half = mp.mpf(h) / s  # the real distance that B' reads at m = h
+        value = mp.fsum(mp.cos(half * b ** (-mp.mpf(2 * i) / 128)) for i in range(64))
+    assert value < 0
+    if base == 1.1e5:
+        assert h < 1.7 * h0  # not s h0 "up to rounding"
+        assert direct_margin(np.arange(h0, dtype=np.float64), th).min() > 0.19
+
+
+def test_slow_pairs_wrap_back_into_their_arc():
+    """Chapter 8, running example (d = 128, b = 5e5, L = 8192, s = 8): a pair with fewer than one
+    turn over L lies outside its training arc [0, L theta_i) at distances m with
+    (m mod T_i) >= L, not at every m >= L. Pair 35 (T = 8218.7) is outside at only 188 of the
+    57,344 distances in [L, 8L) and back inside from m = 8219; 11 of the 29 slow pairs have
+    T_i < 8L. Float64 angles reduced mod 2 pi here."""
+    d, base, L, s = 128, 5e5, 8192, 8
+    th = base ** (-np.arange(0, d, 2) / d)
+    slow = np.flatnonzero(L * th / (2 * np.pi) < 1)
+    m = np.arange(L, s * L, dtype=np.float64)
+    outside = {i: np.mod(m * th[i], 2 * np.pi) >= L * th[i] for i in slow}
+    assert slow[0] == 35 and slow.size == 29
+    assert outside[35].sum() == 188 and not outside[35][8219 - L]
+    assert outside[35][: 8218 - L + 1].all()
+    period = 2 * np.pi / th
+    assert sum(period[i] < s * L for i in slow) == 11
+    for i in slow:
+        assert outside[i].all() == (period[i] >= s * L)
+
+
+@pytest.mark.parametrize("s, step", [(1.5, 3), (2.5, 5), (4.0, 4)])
+def test_interpolated_angle_is_met_in_training_only_when_m_over_s_is_an_integer(s, step):
+    """Chapter 8: under interpolation pair 0 (theta_0 = 1) shows at distance m the angle m/s,
+    an angle met in training only when m/s is an integer; for a real s = p/q in lowest terms
+    that is when p divides m (s = 2.5: m = 0, 5, 10, ...)."""
+    m = np.arange(0, 200)
+    th, _ = scaled_theta(16, 1e4, "linear", s)
+    angle = m * th[0]
+    met = np.abs(angle - np.round(angle)) < 1e-9
+    np.testing.assert_array_equal(met, m % step == 0)
+
+
+@given(
+    d=st.integers(2, 64).map(lambda k: 2 * k),
+    base=st.floats(1.5, 7.0).map(lambda e: 10.0**e),
+    s=st.floats(1.5, 16.0),
+    L=st.sampled_from([256, 2048, 8192, 32768, 131072]),
+    fast=st.sampled_from([4.0, 16.0, 32.0]),
+)
+def test_released_yarn_code_keeps_and_interpolates_the_paper_pairs_inside_its_conditions(
+    hf, d, base, s, L, fast
+):
+    """Chapter 8: Hugging Face's yarn (the released code: floor, ceiling, clamps) keeps the pairs
+    that turn more than beta_fast times and interpolates those that turn fewer than beta_slow = 1
+    times, as the paper's ramp in the turn count does, when some pair turns at least beta_fast
+    times and L < 2 pi beta_fast b^2 (floor(i(beta_fast)) <= d - 1). Turn counts from 30-digit
+    frequencies; the peer's float32 tables are compared at a relative 1e-6."""
+    r = L * mp_ntk(d, base, 1.0) / (2 * math.pi)
+    assume(r[0] >= fast * (1 + 1e-9) and L < 2 * math.pi * fast * base**2 * (1 - 1e-9))
+    assume(np.all(np.abs(r / fast - 1) > 1e-9) and np.all(np.abs(r - 1) > 1e-9))
+    inv, _ = hf(
+        d,
+        base,
+        "yarn",
+        int(s * L),
+        factor=s,
+        original_max_position_embeddings=L,
+        beta_fast=fast,
+        beta_slow=1.0,
+    )
+    th = theta(d, base)
+    kept = np.isclose(inv, th, rtol=1e-6, atol=0)
+    interpolated = np.isclose(inv, th / s, rtol=1e-6, atol=0)
+    np.testing.assert_array_equal(kept, r > fast)
+    np.testing.assert_array_equal(interpolated, r < 1.0)
+
+
+@pytest.mark.parametrize(
+    "d, base, L, s",
+    [(4, 10.0, 32768, 8.0), (8, 10.0, 1 << 20, 8.0), (16, 2.0, 4096, 8.0), (4, 10.0, 20107, 2.0)],
+)
+def test_released_yarn_code_interpolates_every_pair_when_L_reaches_2_pi_beta_fast_b_squared(
+    hf, d, base, L, s
+):
+    """The corner of the released YaRN code: for L >= 2 pi * 32 * b^2, floor(i(32)) > d - 1,
+    i_hi is clamped below i_lo and the reversed ramp interpolates every pair, although every
+    pair turns more than 32 times (the paper keeps them all, and so does rope_lib). Just below
+    the threshold (d = 4, b = 10: L = 20106 < 20106.19...) the released code keeps them all."""
+    turns = L * theta(d, base) / (2 * math.pi)
+    assert np.all(turns > 32) and L >= 2 * math.pi * 32 * base**2
+    inv, _ = hf(d, base, "yarn", int(s * L), factor=s, original_max_position_embeddings=L)
+    np.testing.assert_allclose(inv, theta(d, base) / s, rtol=1e-6, atol=0)
+    th, _ = scaled_theta(d, base, "yarn", s, L)
+    np.testing.assert_array_equal(th, theta(d, base))
+    if (d, base) == (4, 10.0):
+        below = 20106
+        assert below < 2 * math.pi * 32 * base**2 < below + 1
+        inv, _ = hf(
+            d, base, "yarn", int(s * below), factor=s, original_max_position_embeddings=below
+        )
+        np.testing.assert_allclose(inv, theta(d, base), rtol=1e-6, atol=0)

@@ -127,7 +127,7 @@ def test_plot_monte_carlo():
     fig = fdecay.plot_monte_carlo(d=16, max_distance=64, step=16, n_samples=200)
     ax = fig.axes[0]
     exact_lines = [ln for ln in _lines(ax) if ln.get_linestyle() != "None"]
-    markers = [ln for ln in _lines(ax) if ln.get_marker() == "o"]
+    markers = [c.lines[0] for c in ax.containers]  # each error-bar series' data line
     assert len(exact_lines) == 3 and len(markers) == 3
     mean, _ = decay.monte_carlo_score(np.arange(0, 65, 16), 16, n_samples=200, seed=0)
     np.testing.assert_allclose(markers[0].get_ydata(), mean)

@@ -47,6 +47,12 @@ def test_theta_attention_is_all_you_need_values() -> None:
     np.testing.assert_allclose(theta(4, 1e4), [1.0, 1e-2], rtol=1e-15)
 
 
+def test_theta_default_base_is_ten_thousand() -> None:
+    # The book's and the papers' default b = 10^4 (Vaswani et al., RoFormer): with d = 4
+    # the second frequency is 10^4 ** (-1/2) = 10^-2, by hand.
+    np.testing.assert_allclose(theta(4), [1.0, 1e-2], rtol=1e-15)
+
+
 @pytest.mark.parametrize("d", [3, 0, -2, 1])
 def test_odd_or_small_d_rejected(d: int) -> None:
     with pytest.raises(ValueError, match="d must be an even integer >= 2"):

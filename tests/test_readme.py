@@ -39,10 +39,11 @@ NOT_IN_CI = {
     # serves the same CPU build, so `make book` and `make lab` in CI are this command)
     "PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu make book",
     "PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu make lab",
-    # the full sweeps and benchmarks take hours and tens of minutes: CI runs
-    # `make experiment SMOKE=1` and `make bench QUICK=1` instead
+    # the full sweeps, benchmarks and mutation run take hours and tens of minutes: CI
+    # runs `make experiment SMOKE=1`, `make bench QUICK=1` and `make mutation QUICK=1`
     "make experiment",
     "make bench",
+    "make mutation",
     # another port: CI starts `make lab LAB_PORT=<a free port>`
     "make lab LAB_PORT=8890",
 }
@@ -96,7 +97,7 @@ def test_ci_runs_every_readme_command() -> None:
         if _without_port(command) not in ci:
             missing.append(command)
     assert not missing, f".ci/run does not run {missing}"
-    for quick in ("make bench QUICK=1", "make experiment SMOKE=1"):
+    for quick in ("make bench QUICK=1", "make experiment SMOKE=1", "make mutation QUICK=1"):
         assert quick in _readme_commands() and quick in ci, quick
     assert {"make lab", "make serve"} <= ci  # started and stopped
     assert "git status --porcelain" in CI  # and the commands leave the clone clean

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import mpmath
 import numpy as np
 import pytest
 import sympy as sp
@@ -816,3 +817,39 @@ def test_size_limits_are_checked_before_allocating():
         linear_attention(q, q, np.ones((1, 4096, 256)), np.arange(4096), causal=True)
     with pytest.raises(ValueError, match="MAX_ELEMENTS"):
         linear_attention_weights(np.ones((16, 4096, 4)), np.ones((16, 4096, 4)), np.arange(4096))
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_float32_inputs_are_rotated_in_float32_arithmetic(layout: str) -> None:
+    # The promise: float64 angles and tables, cast once to float32, then the rotation's
+    # two products and one sum per coordinate in float32, as the peers compute it.  Tables
+    # from mpmath (50 digits) rounded to float32, the arithmetic written out here; a route
+    # that computed in float64 and rounded at the end differs in some of these 2048 entries.
+    rng = np.random.default_rng(7)
+    N, d, base = 64, 32, 10000.0
+    x = rng.standard_normal((N, d)).astype(np.float32)
+    positions = np.arange(N) * 37 + 5
+    mpmath.mp.dps = 50
+    angles = [
+        [mpmath.mpf(int(m)) * mpmath.power(base, -mpmath.mpf(2 * i) / d) for i in range(d // 2)]
+        for m in positions
+    ]
+    c = np.array([[float(mpmath.cos(a)) for a in row] for row in angles]).astype(np.float32)
+    s = np.array([[float(mpmath.sin(a)) for a in row] for row in angles]).astype(np.float32)
+    if layout == "interleaved":
+        x1, x2 = x[:, 0::2], x[:, 1::2]
+    else:
+        x1, x2 = x[:, : d // 2], x[:, d // 2 :]
+    o1 = x1 * c - x2 * s  # float32 * float32 -> float32, each product rounded once
+    o2 = x1 * s + x2 * c
+    expected = np.empty_like(x)
+    if layout == "interleaved":
+        expected[:, 0::2], expected[:, 1::2] = o1, o2
+    else:
+        expected[:, : d // 2], expected[:, d // 2 :] = o1, o2
+    got = apply_rope(x, positions, base, layout=layout)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, expected)
+    # the same data in float64 arithmetic is not bit-equal: the check can tell the two apart
+    wide = (x1.astype(np.float64) * c - x2.astype(np.float64) * s).astype(np.float32)
+    assert np.any(wide != o1)

@@ -467,10 +467,30 @@ def test_diagonal_h_equal_pairs_kill_absolute_part():
 
 
 def test_diagonal_h_broadcasting():
+    """A column of m against a row of n gives the table of scores, each entry equal to the
+    formula written out with math.cos/math.sin (and the parts add up to it)."""
     h = [1.0, 2.0, 3.0, 4.0]
-    out = diagonal_h_score(np.arange(3), 1, h)
-    assert out.shape == (3,)
-    assert abs(out[2] - diagonal_h_score(2, 1, h)) < 1e-15
+    ms, ns = [0, 1, 2, -7], [1, -3, 250]
+    t = ref_theta(4, 100.0)
+    expected = np.array(
+        [
+            [
+                math.fsum(
+                    h[2 * i] * math.cos(m * t[i]) * math.cos(n * t[i])
+                    + h[2 * i + 1] * math.sin(m * t[i]) * math.sin(n * t[i])
+                    for i in range(2)
+                )
+                for n in ns
+            ]
+            for m in ms
+        ]
+    )
+    out = diagonal_h_score(np.array(ms)[:, None], np.array(ns)[None, :], h, base=100.0)
+    assert out.shape == (4, 3)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-13)
+    rel, absolute = diagonal_h_parts(np.array(ms)[:, None], np.array(ns)[None, :], h, base=100.0)
+    assert rel.shape == absolute.shape == (4, 3)
+    np.testing.assert_allclose(rel + absolute, expected, rtol=0, atol=1e-13)
 
 
 # --------------------------------------------------------------------------- sympy form

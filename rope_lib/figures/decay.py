@@ -237,7 +237,7 @@ def plot_windowed_mean(
             label=r"continuum $d\,\mathrm{Re}\int_0^1 e^{ixb^{-t}}dt$",
             lw=1.1,
             color="black",
-            linestyle="--",
+            linestyle=(0, (2, 1)),  # short dashes: the local mean has line_style(1)'s "--"
         )
         ax.axhline(0.0, color="0.5", lw=0.8)
         for k, (pos, label) in enumerate(marks):
@@ -335,7 +335,7 @@ def plot_sum_vs_integral(d: int = 128, base: float = 10000.0, max_distance: int 
         np.pi * d / (2 * np.log(base)),
         color="0.3",
         lw=1,
-        linestyle=":",
+        linestyle="--",  # the envelope is dotted (line_style(3))
         label=r"$x = \pi d / (2\ln b)$",
     )
     ax2.set_xscale("log")
@@ -508,7 +508,7 @@ def plot_monte_carlo(
             x,
             mean,
             yerr=2 * err,
-            fmt="o",
+            fmt="os^"[k],  # a marker shape per case: readable without colour
             ms=3,
             capsize=2,
             color=style["color"],

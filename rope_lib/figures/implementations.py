@@ -144,7 +144,7 @@ def plot_accuracy(
     positions = np.unique(np.round(np.logspace(0, np.log10(max_position), num)).astype(np.int64))
     fig, (ax_t, ax_s) = new_figure(ncols=2, width=9.5, height=3.9)
     for j, recipe in enumerate(RECIPES):
-        style = line_style(j)
+        style = line_style(j if j < 3 else j + 1)  # line_style(3) is dotted, as the guide
         lw = 2.2 if recipe == "rope_lib" else 1.5
         t_err = np.maximum(table_error(positions, d, base, recipe), 1e-17)
         s_err = np.maximum(score_error(positions, d, base, recipe, seed=seed), 1e-17)

@@ -38,8 +38,18 @@ PALETTE: tuple[str, ...] = (
     "#F0E442",  # yellow (use last: weak contrast on white)
 )
 
-#: Line styles that pair with the palette so curves differ without colour too.
-LINESTYLES: tuple[str, ...] = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1)), "-", "--")
+#: Line styles that pair with the palette so curves differ without colour too (the first six:
+#: solid, dashed, dash-dot, dotted, dash-dot-dot, long-short dashes; 6 and 7 repeat 0 and 1).
+LINESTYLES: tuple[str, ...] = (
+    "-",
+    "--",
+    "-.",
+    ":",
+    (0, (5, 1, 1, 1, 1, 1)),
+    (0, (8, 2, 3, 2)),
+    "-",
+    "--",
+)
 
 #: Sequential colour map for heatmaps (perceptually uniform, colour-blind safe).
 CMAP = "cividis"

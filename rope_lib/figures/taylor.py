@@ -170,6 +170,8 @@ def plot_term_sizes(
             y,
             lw=2.2 if name in ("cross", "remainder") else 1.4,
             label=label,
+            marker="o" if name == "remainder" else None,  # line_style(6) repeats (0)'s "-"
+            markevery=0.08,
             **line_style(k),
         )
     ax.set_ylabel("absolute value of the term")
@@ -186,6 +188,8 @@ def plot_term_sizes(
         lw=2.2,
         color="black",
         linestyle="--",
+        marker="x",  # line_style(1) is dashed too
+        markevery=0.08,
         label=r"$|\mathcal{I} - \boldsymbol{p}_m^\top \mathcal{H} \boldsymbol{p}_n|$",
     )
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
