@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import mpmath
 import numpy as np
 import pytest
 import sympy as sp
@@ -165,14 +166,38 @@ def test_loglog_slope_recovers_power(log_c, scale, k):
     assert ty.loglog_slope(eps, math.exp(log_c) * eps**k) == pytest.approx(k, abs=1e-9)
 
 
-def test_term_sizes_scale_with_their_order(output_expansion):
-    eps = np.array([0.01, 0.02])
-    sizes = ty.term_sizes(output_expansion, ty.demo_point(2), eps)
-    ratio = {name: sizes[name][1] / sizes[name][0] for name in ty.TERM_NAMES}
-    assert ratio["constant"] == pytest.approx(1.0)
-    assert ratio["linear_m"] == pytest.approx(2.0) and ratio["linear_n"] == pytest.approx(2.0)
-    for name in ("quadratic_m", "quadratic_n", "cross"):
-        assert ratio[name] == pytest.approx(4.0)
+def test_term_sizes_match_numerical_derivatives_of_the_model(output_expansion):
+    """Independent route: each term from derivatives of the model along the ray taken by
+    mpmath's numerical differentiation (not sympy's), at two sizes eps: with
+    g(s, t) = f(x_m + s p_hat_m, x_n + t p_hat_n), the terms are g, eps g_s, eps g_t,
+    eps^2 g_ss / 2, eps^2 g_tt / 2 and eps^2 g_st at s = t = 0.  The remainder is what the six
+    leave of f along the ray, so it shrinks like eps^3 (ratio 8 when eps doubles)."""
+    point = ty.demo_point(2)
+    f = sp.lambdify(output_expansion.x_m + output_expansion.x_n, output_expansion.f, "mpmath")
+    xm, xn = point["x_m"], point["x_n"]
+    um, un = point["p_hat_m"], point["p_hat_n"]
+    with mpmath.workdps(40):
+
+        def g(s, t):
+            return f(*[xm[i] + s * um[i] for i in range(2)], *[xn[i] + t * un[i] for i in range(2)])
+
+        def d(ks, kt):
+            return mpmath.diff(g, (0, 0), (ks, kt))
+
+        derivs = {
+            "constant": g(0, 0),
+            "linear_m": d(1, 0),
+            "linear_n": d(0, 1),
+            "quadratic_m": d(2, 0) / 2,
+            "quadratic_n": d(0, 2) / 2,
+            "cross": d(1, 1),
+        }
+        orders = {"constant": 0, "linear_m": 1, "linear_n": 1}
+        eps = np.array([0.01, 0.02])
+        sizes = ty.term_sizes(output_expansion, point, eps)
+        for name, value in derivs.items():
+            expected = [float(abs(value * mpmath.mpf(e) ** orders.get(name, 2))) for e in eps]
+            np.testing.assert_allclose(sizes[name], expected, rtol=1e-12, err_msg=name)
     assert sizes["remainder"][1] / sizes["remainder"][0] == pytest.approx(8.0, rel=0.05)
 
 
