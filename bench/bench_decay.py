@@ -18,6 +18,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 
 from rope_lib import decay, theta  # noqa: E402
+from rope_lib.figures import decay as decay_figures  # noqa: E402
 
 D = 512
 N = 100_000
@@ -43,7 +44,7 @@ def _naive_bound(x: np.ndarray, d: int) -> np.ndarray:
 
 def _slider_update(d: int, base: float, n: int, repeat: int = 3) -> float:
     """Seconds for one slider move on the long-range figure: recompute, set data, redraw."""
-    fig = decay.plot_ones_score(ds=(d,), base=base, max_distance=n - 1)
+    fig = decay_figures.plot_ones_score(ds=(d,), base=base, max_distance=n - 1)
     ax = fig.axes[0]
     line = ax.get_lines()[0]
     x = np.arange(n)
