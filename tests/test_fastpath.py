@@ -390,10 +390,13 @@ print(torch.backends.cpu.get_cpu_capability(), _fastpath.variant(), all(same), l
 
 
 @pytest.mark.parametrize("capability", ["default", "avx2"])
-def test_kernel_follows_torch_cpu_capability(calls, capability):
+def test_kernel_follows_torch_cpu_capability(calls, capability, tmp_path):
     """With torch's vectorized kernels lowered (``ATEN_CPU_CAPABILITY``), the kernel picks
-    the variant that rounds as they do, and still equals the eager route bit for bit."""
-    env = dict(os.environ, ATEN_CPU_CAPABILITY=capability)
+    the variant that rounds as they do, and still equals the eager route bit for bit.  Built
+    in a root of its own: another variant's build in the shared directory would make the
+    next process there rebuild, which test_compiled_kernel_is_reused_by_later_processes
+    forbids."""
+    env = dict(os.environ, ATEN_CPU_CAPABILITY=capability, TORCH_EXTENSIONS_DIR=str(tmp_path))
     done = subprocess.run(
         [sys.executable, "-c", _CAPABILITY_SCRIPT],
         capture_output=True,
