@@ -160,6 +160,8 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "similarity_gap_monte_carlo",
         "similarity_gap_expected",
         "symbolic_similarity_gap",
+    ),
+    "figures.base_bound": (
         "plot_similarity_margin",
         "plot_monte_carlo_gap",
         "plot_horizon_vs_base",
@@ -172,9 +174,8 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "yarn_attention_factor",
         "scaled_margin",
         "scaled_horizon",
-        "plot_wavelengths",
-        "plot_margins",
     ),
+    "figures.context_extension": ("plot_wavelengths", "plot_margins"),
     # chapter 9, experiments
     "experiment": (
         "ExperimentConfig",

@@ -1,7 +1,7 @@
 r"""The lower bound on the RoPE base implied by a context length (chapter ``base-bound``).
 
-What this module computes
--------------------------
+What the base-bound module computes
+-----------------------------------
 * :func:`similarity_margin`: :math:`B_m = \sum_{i=0}^{d/2-1}\cos(m\theta_i)`, the expected
   advantage of a key similar to the query over a random key at distance :math:`m`, divided by
   :math:`2\sigma^2` (Men et al. 2024).
@@ -10,7 +10,7 @@ What this module computes
   :math:`0 \le m < L`, found by a *certified* sweep (below); :func:`min_base_search` returns the
   same base with the evidence (steps, scans, uncertified gaps, and the cost of the cold
   computation), and :func:`min_base_table` the table of the chapter, read from a JSON cache
-  keyed on the files of :data:`TABLE_SOURCE_FILES`.
+  keyed on the source files the table's code runs (``TABLE_SOURCE_FILES``).
 * :func:`similarity_gap_monte_carlo`: a Monte Carlo estimate of
   :math:`\delta_m/(2\sigma^2)` with confidence intervals, for equal or unequal means.
 * :func:`base_is_feasible` (is :math:`B_m \ge 0` for every :math:`m < L`?) and
@@ -23,7 +23,8 @@ What this module computes
 * :func:`float32_margin`: :math:`B_m` with angles rounded as a float32 implementation would;
   :func:`float32_min_base`: the first base that passes in float32, on a fine grid within a
   relative :math:`10^{-5}` of the exact minimum.
-* :func:`html_table` and one plotting function per figure of the chapter.
+* :func:`html_table`: the chapter's tables as HTML. The figures of the chapter are in
+  :mod:`rope_lib.figures.base_bound`.
 
 Why a certified sweep
 ---------------------
@@ -93,7 +94,6 @@ from typing import Any
 
 import numpy as np
 
-from . import plotting
 from ._validate import (
     check_base,
     check_dim,
@@ -129,14 +129,10 @@ __all__ = [
     "similarity_gap_monte_carlo",
     "similarity_gap_expected",
     "symbolic_similarity_gap",
-    "plot_similarity_margin",
-    "plot_monte_carlo_gap",
-    "plot_horizon_vs_base",
-    "plot_min_base_table",
 ]
 
-#: Published minimum bases for d = 128, keyed by log2(L): (Men et al. 2024, Table 2;
-#: Su 2024, archive 10122), as printed.
+#: Published minimum bases for d = 128 as printed, keyed by log2(L), each a pair
+#: (Men et al. 2024, Table 2; Su 2024, archive 10122).
 PUBLISHED_MIN_BASE: dict[int, tuple[float, float]] = {
     10: (4.3e3, 4.3e3),
     11: (1.6e4, 1.2e4),
@@ -151,7 +147,7 @@ PUBLISHED_MIN_BASE: dict[int, tuple[float, float]] = {
     20: (5.1e8, 6.5e7),
 }
 
-#: The settings of Men et al. 2024, Table 1: (model, base, training context length), d = 128.
+#: The settings of Men et al. 2024, Table 1, as (model, base, training context length), d = 128.
 REAL_MODELS: tuple[tuple[str, float, int], ...] = (
     ("Llama-7B", 1e4, 2048),
     ("Llama2-7B", 1e4, 4096),
@@ -193,7 +189,7 @@ MAX_HORIZON_LIMIT = 1 << 26
 #: is at most 2**32 (the default limit 2**26 at d = 128), so a scan stays near a second.
 MAX_HORIZON_TERMS = 1 << 32
 #: Default budget of the certified sweep of :func:`min_base` / :func:`min_base_search`, in
-#: steps of work (see :data:`STEP_TERMS`): one per sweep iteration plus the terms it evaluates,
+#: steps of work (see ``STEP_TERMS``): one per sweep iteration plus the terms it evaluates,
 #: so a call within the default budget stays within about 30 s (L up to 2**17 from scratch at
 #: d = 128; longer contexts from scratch ask for a larger ``max_steps``).
 DEFAULT_MAX_STEPS = 50_000
@@ -432,8 +428,8 @@ def max_context(base: float, d: int = 128, *, limit: int | None = None) -> int:
     d : int
         Head dimension, even, >= 2.
     limit : int, optional
-        Largest distance examined, at most :data:`MAX_HORIZON_LIMIT` = 2**26 and at most
-        :data:`MAX_HORIZON_TERMS` / (d/2) (the work of one scan); the default is the larger
+        Largest distance examined, at most ``MAX_HORIZON_LIMIT`` = 2**26 and at most
+        ``MAX_HORIZON_TERMS`` / (d/2) = 2**32 / (d/2) (the work of one scan); the default is the larger
         value both allow (2**26 for d <= 128). If :math:`B_m \ge 0` for every
         :math:`m <` ``limit``, a ``ValueError`` is raised rather than a wrong number returned.
 
@@ -617,7 +613,7 @@ def min_base_search(
     Parameters
     ----------
     context_length : int
-        :math:`1 \le L \le` :data:`MAX_CONTEXT_LENGTH` (2**22). For :math:`L \le 2` every
+        :math:`1 \le L \le` ``MAX_CONTEXT_LENGTH`` = 2**22. For :math:`L \le 2` every
         base works (:math:`B_0 = d/2`, :math:`B_1 > 0`) and the infimum 1.0 is returned.
     d : int
         Head dimension, even, >= 2. For ``d = 2`` no base works once :math:`L \ge 3`
@@ -625,11 +621,11 @@ def min_base_search(
     max_steps : int
         Budget of work this call may do, over the whole chain of shorter lengths it computes
         (memoised lengths cost nothing): one step per sweep iteration (certified step, full
-        scan, uncertified leap) plus one per :data:`STEP_TERMS` = 2**16 (distance, frequency)
+        scan, uncertified leap) plus one per ``STEP_TERMS`` = 2**16 (distance, frequency)
         terms evaluated, counting at least 64 frequencies per distance (a full scan of all
         m < L costs about L / 1024 steps for d <= 128). So the budget bounds the time, about
-        0.5 ms per step: the default :data:`DEFAULT_MAX_STEPS` = 50,000 (at most
-        :data:`MAX_STEPS` = 10**8) finishes or runs out within about 30 s. It covers L up to
+        0.5 ms per step: the default ``DEFAULT_MAX_STEPS`` = 50,000 (at most
+        ``MAX_STEPS`` = 10**8) finishes or runs out within about 30 s. It covers L up to
         2**17 from scratch at d = 128; ``min_base(2**22, 16)`` and small d such as
         ``min_base(512, 4)`` run out of it and ask for a larger ``max_steps``.
 
@@ -738,7 +734,7 @@ def min_base(context_length: int, d: int = 128, *, max_steps: int = DEFAULT_MAX_
     Parameters
     ----------
     context_length : int
-        :math:`1 \le L \le` :data:`MAX_CONTEXT_LENGTH` = 2**22 (distances :math:`0 \dots L-1`).
+        :math:`1 \le L \le` ``MAX_CONTEXT_LENGTH`` = 2**22 (distances :math:`0 \dots L-1`).
     d : int
         Head dimension, even, >= 4 for :math:`L \ge 3`.
     max_steps : int
@@ -758,7 +754,7 @@ def min_base(context_length: int, d: int = 128, *, max_steps: int = DEFAULT_MAX_
 # the table of the chapter, cached on the source
 # --------------------------------------------------------------------------------------------
 def _source_key() -> str:
-    """SHA-256 of the files of :data:`TABLE_SOURCE_FILES` (see there which and why)."""
+    """SHA-256 of the files of ``TABLE_SOURCE_FILES`` (see there which and why)."""
     here = Path(__file__).parent
     digest = hashlib.sha256()
     for name in TABLE_SOURCE_FILES:
@@ -808,7 +804,7 @@ def min_base_table(
     ``round2`` / ``round2_ok`` (``base`` rounded to two digits and whether that is feasible),
     ``grid2`` (the first feasible base of the two-digit grid, :func:`grid_min_base` with
     ``exact=True``) and, for ``d = 128`` and the published lengths, ``paper``, ``su``
-    (:data:`PUBLISHED_MIN_BASE`) with their horizons and feasibility.
+    (:data:`rope_lib.base_bound.PUBLISHED_MIN_BASE`) with their horizons and feasibility.
 
     The rows this call computes are computed on a chain of its own, started afresh at
     :math:`b = 1` whatever :func:`min_base` has memoised in the process, so their evidence and
@@ -817,7 +813,7 @@ def min_base_table(
 
     The sweep for the whole default table (:math:`L = 2^{10} \dots 2^{20}`, ``d = 128``) takes
     tens of seconds, so the rows are stored in ``rope_lib/data/min_base_table.json`` together
-    with a SHA-256 of the files of :data:`TABLE_SOURCE_FILES` (this module,
+    with a SHA-256 of the files of ``TABLE_SOURCE_FILES`` (this module,
     ``frequencies.py`` and ``_validate.py``). The cache is read
     only when that key and ``d`` match and every requested length is present; otherwise the
     rows are recomputed. The file is rewritten only by the default call (``d = 128`` and
@@ -828,7 +824,7 @@ def min_base_table(
     ----------
     log2_lengths : sequence of int
         Exponents k, for context lengths :math:`L = 2^k` (1 <= k <= 21: the row for k needs
-        ``min_base(2**k + 1)``, within :data:`MAX_CONTEXT_LENGTH` = 2**22).
+        ``min_base(2**k + 1)``, within ``MAX_CONTEXT_LENGTH`` = 2**22).
     d : int
         Head dimension.
     use_cache : bool
@@ -837,7 +833,7 @@ def min_base_table(
     max_steps : int
         Budget of the rows computed by this call (sweeps, ``m <= L`` sweeps, grid checks),
         shared, in steps of work as in :func:`min_base_search`; default
-        :data:`TABLE_MAX_STEPS`, what the shipped table needs from scratch (about a minute:
+        ``TABLE_MAX_STEPS`` = 3,000,000, what the shipped table needs from scratch (about a minute:
         it is computed once and cached). Past it a ``ValueError`` asks for a larger one.
     """
     d = check_dim(d)
@@ -952,7 +948,7 @@ def grid_min_base(
 
     ``digits`` is at most 15 (float64 holds 15 significant digits). ``max_steps`` (default
     100,000, at most 10**8) is a budget of work: one step per grid base checked plus one per
-    :data:`STEP_TERMS` (distance, frequency) terms its check evaluates (four times as many
+    ``STEP_TERMS`` = 2**16 (distance, frequency) terms its check evaluates (four times as many
     for the brute force, which costs more per term), so it bounds the time of the call
     (about 30 s); past it a ``ValueError`` asks for a larger ``max_steps``."""
     length = _check_length(context_length)
@@ -1044,7 +1040,7 @@ def feasible_window_top(
     keep cosines whose sum outweighs one negative unit for each other pair): the window is
     unbounded. Raises ``ValueError`` if ``base`` itself is infeasible, and if the walk
     runs out of its budget ``max_steps`` (default 10**5, at most 10**8): one step per base
-    visited plus one per :data:`STEP_TERMS` (distance, frequency) terms its check evaluates,
+    visited plus one per ``STEP_TERMS`` = 2**16 (distance, frequency) terms its check evaluates,
     so the budget bounds the time (about 30 s at most), also at large d.
     """
     base = check_base(base)
@@ -1108,7 +1104,7 @@ def _first_passing(
     distances (those that failed for earlier bases; neighbouring bases of a fine grid
     usually fail at the same m), otherwise by a full scan of all m < length. Returns -1 if
     no base passes. ``budget[0]``, if given, is the number of steps of work left: one per
-    base examined plus four per :data:`STEP_TERMS` (distance, frequency) terms of the direct
+    base examined plus four per ``STEP_TERMS`` = 2**16 (distance, frequency) terms of the direct
     sums (``d`` terms per distance, at least 64); :class:`_OutOfSteps` is raised when it runs
     out.
     """
@@ -1171,13 +1167,13 @@ def su_min_base(
     sum, in ``dtype`` (his JAX code runs in float32 unless 64-bit mode is enabled; with
     ``np.float32`` this is a NumPy emulation, whose cosine and order of summation may differ
     from JAX's); here the points are
-    visited in order with the early exit of :func:`_first_passing`, which gives the same
+    visited in order and the scan stops at the first point that passes, which gives the same
     answer as checking every point.
 
     Parameters
     ----------
     context_length : int
-        :math:`3 \le L \le` :data:`MAX_CONTEXT_LENGTH` (for :math:`L \le 2` every base
+        :math:`3 \le L \le` ``MAX_CONTEXT_LENGTH`` = 2**22 (for :math:`L \le 2` every base
         works and the search has no lower end).
     d : int
         Head dimension.
@@ -1191,7 +1187,7 @@ def su_min_base(
         ``np.float64`` (default) or ``np.float32``.
     max_steps : int
         Budget of work over all levels (default 200,000, at most 10**8): one step per grid
-        base examined plus four per :data:`STEP_TERMS` (distance, frequency) terms of the
+        base examined plus four per ``STEP_TERMS`` = 2**16 (distance, frequency) terms of the
         direct sums, so it bounds the time of the call (about 30 s). Level k examines about
         :math:`10^k` bases; past the budget a ``ValueError`` asks for a larger one.
     """
@@ -1390,7 +1386,7 @@ def float32_min_base(
     Parameters
     ----------
     context_length, d : int
-        The problem (L at most :data:`MAX_CONTEXT_LENGTH` = 2**22).
+        The problem (L at most ``MAX_CONTEXT_LENGTH`` = 2**22).
     inv_freq : callable, optional
         ``inv_freq(base) -> float32 array`` of the d/2 frequencies (a framework's recipe);
         default: float32 rounding of the float64 :math:`\theta_i`.
@@ -1400,7 +1396,7 @@ def float32_min_base(
     max_steps : int
         Budget (default 50,000, at most 10**8), in steps of work: of the sweep of
         :func:`min_base`, and separately of the float32 grid scan (one step per grid point
-        plus four per :data:`STEP_TERMS` terms of the float32 sums); a grid of more than
+        plus four per ``STEP_TERMS`` = 2**16 terms of the float32 sums); a grid of more than
         ``max_steps`` points, :math:`2J + 1`, is refused before any work.
     """
     length = _check_length(context_length)
@@ -1655,244 +1651,3 @@ def similarity_gap_monte_carlo(
     _finite_or_refuse(est, names)
     _finite_or_refuse(half, names)
     return est, half
-
-
-# --------------------------------------------------------------------------------------------
-# figures
-# --------------------------------------------------------------------------------------------
-def plot_similarity_margin(d: int = 128, base: float = 10000.0, max_distance: int | None = None):
-    r"""Figure: :math:`B_m` against the distance m, with the horizon
-    :func:`max_context` marked (the first m with :math:`B_m < 0`).
-
-    ``max_distance=None`` shows :math:`0 \le m \le 1.5\times` the horizon (at most
-    :data:`MAX_CONTEXT_LENGTH` = 2**22, also the largest ``max_distance`` accepted)."""
-    d = check_dim(d)
-    base = check_base(base)
-    if max_distance is not None:
-        max_distance = check_positive_int(
-            max_distance, "max_distance", maximum=MAX_CONTEXT_LENGTH, hint="a figure needs fewer"
-        )
-    horizon = max_context(base, d)
-    top = min(int(1.5 * horizon) + 1, MAX_CONTEXT_LENGTH) if max_distance is None else max_distance
-    m = np.arange(top + 1)
-    fig, ax = plotting.new_figure()
-    ax.plot(m, similarity_margin(m, d, base), lw=0.8, label="$B_m$", **plotting.line_style(0))
-    ax.axhline(0.0, color="0.3", lw=0.8)
-    if horizon <= top:
-        ax.axvline(
-            horizon,
-            lw=1.2,
-            label=f"horizon: first $B_m<0$ at m = {horizon}",
-            **plotting.line_style(1),
-        )
-    ax.set_xlabel("relative distance $m$")
-    ax.set_ylabel(r"$B_m = \sum_i \cos(m\theta_i)$")
-    ax.set_title(f"Similarity margin, d = {d}, base = {base:g}")
-    ax.legend(loc="upper right")
-    return fig
-
-
-def plot_monte_carlo_gap(
-    d: int = 16,
-    base: float = 100.0,
-    max_distance: int = 60,
-    n_samples: int = 20000,
-    mean_q: Any = None,
-    mean_k: Any = None,
-    seed: int = 0,
-):
-    r"""Figure, two panels of :math:`\delta_m/(2\sigma^2)` against m, with 95% intervals.
-
-    Left: equal (zero) means, Monte Carlo with :math:`\varepsilon = 0` and with
-    :math:`\varepsilon \sim \mathcal N(0, 2^2 I)`, on top of :math:`B_m`. Right: unequal
-    means ``mean_q``, ``mean_k`` (``None``: fixed standard normal vectors drawn from
-    ``default_rng(seed + 10)``); Monte Carlo against the closed form of
-    :func:`similarity_gap_expected`, and :math:`B_m` for comparison. ``max_distance`` is at
-    most 2**16 and ``n_samples x (max_distance + 1)`` at most ``MAX_ELEMENTS``."""
-    d = check_dim(d)
-    base = check_base(base)
-    max_distance = check_positive_int(
-        max_distance, "max_distance", maximum=1 << 16, hint="a figure of error bars needs fewer"
-    )
-    m = np.arange(max_distance + 1)
-    n_samples = check_positive_int(n_samples, "n_samples", minimum=2)
-    check_elements(
-        _MC_WORK * n_samples * (d + m.size),
-        f"the working arrays of the Monte Carlo estimates (about {_MC_WORK} x n_samples x "
-        f"(d + max_distance + 1) = {_MC_WORK} x {n_samples} x {d + m.size} numbers)",
-        "pass a smaller n_samples",
-    )
-    seed = check_seed(seed)
-    if mean_q is not None:
-        mean_q = _mean(mean_q, d, "mean_q")
-    if mean_k is not None:
-        mean_k = _mean(mean_k, d, "mean_k")
-    rng = np.random.default_rng(seed + 10)
-    mu_q = rng.standard_normal(d) if mean_q is None else _mean(mean_q, d, "mean_q")
-    mu_k = rng.standard_normal(d) if mean_k is None else _mean(mean_k, d, "mean_k")
-    fig, axes = plotting.new_figure(ncols=2, width=10.0, height=3.8, sharey=True)
-    exact = similarity_margin(m, d, base)
-    left, right = axes
-    left.plot(m, exact, label="$B_m$", **plotting.line_style(0))
-    for j, (scale, offset) in enumerate(((0.0, -0.15), (2.0, 0.15))):
-        est, half = similarity_gap_monte_carlo(
-            m, d, base, n_samples=n_samples, eps_scale=scale, seed=seed + j
-        )
-        style = plotting.line_style(j + 1)
-        left.errorbar(
-            m + offset,
-            est,
-            yerr=half,
-            fmt="os"[j],  # a marker shape per perturbation: readable without colour
-            ms=3,
-            color=style["color"],
-            lw=0.8,
-            label=rf"Monte Carlo, $\varepsilon$ std {scale:g}",
-        )
-    left.set_title(r"equal means $\mu_q = \mu_k$")
-    shifted = similarity_gap_expected(m, d, base, mean_q=mu_q, mean_k=mu_k)
-    est, half = similarity_gap_monte_carlo(
-        m, d, base, n_samples=n_samples, mean_q=mu_q, mean_k=mu_k, seed=seed + 2
-    )
-    right.plot(m, exact, label="$B_m$", **plotting.line_style(0))
-    right.plot(m, shifted, label="closed form, unequal means", **plotting.line_style(3))
-    right.errorbar(
-        m,
-        est,
-        yerr=half,
-        fmt="o",
-        ms=3,
-        lw=0.8,
-        color=plotting.line_style(2)["color"],
-        label="Monte Carlo",
-    )
-    right.set_title(r"unequal means $\mu_q \neq \mu_k$")
-    for ax in axes:
-        ax.axhline(0.0, color="0.3", lw=0.8)
-        ax.set_xlabel("relative distance $m$")
-        ax.legend(loc="upper right", fontsize=8)
-    left.set_ylabel(r"$\delta_m / (2\sigma^2)$")
-    fig.suptitle(f"d = {d}, base = {base:g}, {n_samples} draws, 95% intervals")
-    return fig
-
-
-def plot_horizon_vs_base(
-    d: int = 128,
-    base_range: tuple[float, float] = (3000.0, 30000.0),
-    n_bases: int = 1500,
-    lengths: Sequence[int] = (2048, 4096),
-):
-    r"""Figure: the horizon :func:`max_context` against the base on a fine log grid, with
-    horizontal lines at the context lengths ``lengths`` and :func:`min_base` of each marked.
-
-    A base is feasible for L when the curve is at or above the line at L; the curve is not
-    monotone, so the feasible set is a union of windows. ``n_bases`` is at most 10**5 (one
-    :func:`max_context` scan per base)."""
-    d = check_dim(d)
-    if isinstance(base_range, str) or not isinstance(base_range, Sequence | np.ndarray):
-        raise TypeError(f"base_range must be a pair (low, high) of bases, got {base_range!r}")
-    if len(base_range) != 2:
-        raise ValueError(f"base_range must be a pair (low, high) of bases, got {base_range!r}")
-    lo, hi = (check_base(b, "base_range") for b in base_range)
-    if not lo < hi:
-        raise ValueError(f"base_range must be increasing, got {base_range!r}")
-    n_bases = check_positive_int(
-        n_bases, "n_bases", minimum=2, maximum=10**5, hint="one max_context scan per base"
-    )
-    if isinstance(lengths, str) or not isinstance(lengths, Sequence | np.ndarray):
-        raise TypeError(f"lengths must be a sequence of context lengths, got {lengths!r}")
-    lengths = [_check_length(length, "lengths") for length in lengths]
-    bases = np.geomspace(lo, hi, n_bases)
-    horizons = np.array([max_context(float(b), d) for b in bases])
-    fig, ax = plotting.new_figure(width=7.5, height=4.0)
-    ax.plot(bases, horizons, lw=0.8, label="max_context(base)", **plotting.line_style(0))
-    for j, length in enumerate(lengths):
-        style = plotting.line_style(j + 1)
-        ax.axhline(
-            length, lw=1.0, color=style["color"], ls=(0, (2 + 4 * j, 2)), label=f"L = {length}"
-        )
-        b_min = min_base(length, d)
-        if lo <= b_min <= hi:
-            ax.plot(
-                [b_min],
-                [length],
-                marker="v^<>"[j % 4],  # a triangle per length: readable without colour
-                ms=8,
-                color=style["color"],
-                linestyle="none",
-                label=f"min_base({length}) = {b_min:.5g}",
-            )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("base $b$")
-    ax.set_ylabel("horizon: first $m$ with $B_m < 0$")
-    ax.set_title(f"The horizon is not monotone in the base (d = {d})")
-    ax.legend(loc="upper left", fontsize=9)
-    return fig
-
-
-def plot_min_base_table(rows: Sequence[dict] | None = None, d: int = 128):
-    r"""Figure: :func:`min_base` against L (log axes) with the published values of
-    :data:`PUBLISHED_MIN_BASE` (for ``d = 128``, the only head dimension they are for);
-    published values that fail :math:`B_m \ge 0` for some :math:`m < L` are drawn as
-    crosses. ``rows=None`` reads :func:`min_base_table` (cached for ``d = 128``; for another
-    d it is computed with the default budget :data:`DEFAULT_MAX_STEPS` per row, so the call
-    finishes or refuses within about 30 s per row)."""
-    d = check_dim(d)
-    if rows is None:
-        # The shipped table (d = 128) is cached; other d are computed within the default
-        # budget of min_base_search, so the figure finishes (or refuses) within about 30 s.
-        budget = TABLE_MAX_STEPS if d == 128 else DEFAULT_MAX_STEPS
-        try:
-            rows = min_base_table(d=d, max_steps=budget)
-        except ValueError as error:
-            if "max_steps" not in str(error):
-                raise
-            raise ValueError(
-                f"the table for d = {d} does not fit the figure's budget ({error}); compute "
-                f"it first with min_base_table(d={d}, max_steps=...) and pass it as rows"
-            ) from error
-    rows = _check_rows(rows, "rows", ("L", "base"))
-    lengths = np.array([r["L"] for r in rows])
-    ours = np.array([r["base"] for r in rows])
-    fig, ax = plotting.new_figure(width=7.0, height=4.2)
-    ax.plot(lengths, ours, marker="o", label="min_base (this book)", **plotting.line_style(0))
-    published = ("Men et al., Table 2", "Su, archive 10122") if d == 128 else ()
-    for j, name in enumerate(published):
-        style = plotting.line_style(j + 1)
-        ok_x, ok_y, bad_x, bad_y = [], [], [], []
-        for length in lengths:
-            k = int(length).bit_length() - 1
-            if k not in PUBLISHED_MIN_BASE:
-                continue
-            value = PUBLISHED_MIN_BASE[k][j]
-            feasible = max_context(value, d) >= length
-            (ok_x if feasible else bad_x).append(length * (1.06 if j else 0.94))
-            (ok_y if feasible else bad_y).append(value)
-        ax.plot(
-            ok_x,
-            ok_y,
-            marker="s" if j == 0 else "^",
-            linestyle="none",
-            mfc="none",
-            color=style["color"],
-            label=f"{name} (feasible)",
-        )
-        if bad_x:
-            ax.plot(
-                bad_x,
-                bad_y,
-                marker="x" if j == 0 else "+",
-                ms=9,
-                mew=2,
-                linestyle="none",
-                color=style["color"],
-                label=f"{name} (infeasible)",
-            )
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("context length $L$")
-    ax.set_ylabel("smallest base $b$")
-    ax.set_title(f"Smallest base with $B_m \\geq 0$ for all $m < L$ (d = {d})")
-    ax.legend(loc="upper left", fontsize=9)
-    return fig

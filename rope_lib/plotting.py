@@ -1,7 +1,8 @@
 """Temporary: the figure style moved to :mod:`rope_lib.figures.style` (issue 21).
 
-Kept until ``base_bound`` and ``context_extension`` move their figures into
-``rope_lib.figures`` (issue 21, phase B); then this module goes.  New code imports
+No math module uses it any more (issue 21, phase B); it stays while chapter 9's report
+modules (``experiment_report``, ``experiment_lm_report``) and ``tests/test_experiment_report.py``
+import it, and goes when they import ``rope_lib.figures.style``.  New code imports
 ``rope_lib.figures.style``.
 """
 

@@ -62,21 +62,13 @@ FORBIDDEN = (
     "rope_lib.experiment_cli",
     "rope_lib.sweep",
 )
-#: TEMPORARY (issue 21, phase B moves their figures into rope_lib.figures): these two math
-#: modules still hold plot functions: they import the figure style through rope_lib.plotting
-#: (which loads rope_lib.figures.style, not matplotlib) and name matplotlib's Figure in type
-#: hints.  Nothing else may be added here.
-PHASE_B = {
-    "base_bound": {"rope_lib.plotting", "matplotlib"},
-    "context_extension": {"rope_lib.plotting", "matplotlib"},
-}
 
 
 #: "No module over about 900 lines" (issue 21): the limit, with 5 % of slack for "about".
 MAX_LINES = 945
 #: Modules allowed over the limit for now, each with its reason.  Nothing else may be added.
 OVERSIZED = {
-    "base_bound.py": "chapter 7: its figures move out and its math is split in phase B",
+    "base_bound.py": "chapter 7: its figures moved out; its certified sweep moves to its own module",
     "experiment.py": "chapter 9's experiment: rebuilt into rope_lib/experiments/ by issue 20",
 }
 
@@ -114,7 +106,7 @@ def violations(modules: set[str], allowed: set[str] = frozenset()) -> set[str]:
 
 @pytest.mark.parametrize("name", MATH)
 def test_math_module_source_imports_no_figure_experiment_or_plotting(name: str) -> None:
-    found = violations(imported_modules(PACKAGE / f"{name}.py"), PHASE_B.get(name, set()))
+    found = violations(imported_modules(PACKAGE / f"{name}.py"))
     assert not found, f"rope_lib.{name} imports {sorted(found)}"
 
 
@@ -128,10 +120,7 @@ def _loaded_after(code: str) -> set[str]:
 
 @pytest.mark.parametrize("name", MATH)
 def test_importing_a_math_module_loads_no_figure_experiment_or_plotting(name: str) -> None:
-    loaded = _loaded_after(f"import rope_lib.{name}")
-    # the temporary shim brings the figure style along, but not matplotlib
-    allowed = {"rope_lib.plotting", "rope_lib.figures"} if name in PHASE_B else set()
-    found = violations(loaded, allowed)
+    found = violations(_loaded_after(f"import rope_lib.{name}"))
     assert not found, f"import rope_lib.{name} loaded {sorted(found)}"
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 
-import matplotlib.pyplot as plt
 import mpmath
 import numpy as np
 import pytest
@@ -514,54 +513,6 @@ def test_bad_d_and_base():
 # ------------------------------------------------------------------------------------------
 # figures
 # ------------------------------------------------------------------------------------------
-def test_plot_similarity_margin():
-    fig = bb.plot_similarity_margin(d=128, base=1e4)
-    ax = fig.axes[0]
-    curve, zero, horizon = ax.get_lines()[:3]
-    x = curve.get_xdata()
-    np.testing.assert_allclose(curve.get_ydata(), direct(x, 128, 1e4), atol=1e-9)
-    assert horizon.get_xdata()[0] == 1707
-    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_legend() is not None
-    plt.close(fig)
-
-
-def test_plot_monte_carlo_gap():
-    mu_q, mu_k = np.linspace(-1, 1, 8), np.full(8, 0.3)
-    fig = bb.plot_monte_carlo_gap(
-        d=8, base=50.0, max_distance=10, n_samples=500, mean_q=mu_q, mean_k=mu_k
-    )
-    left, right = fig.axes[:2]
-    np.testing.assert_allclose(left.get_lines()[0].get_ydata(), direct(np.arange(11), 8, 50.0))
-    shifted = right.get_lines()[1].get_ydata()
-    expected = [
-        mp_margin(m, 8, 50.0) + mu_q @ rotation(m, 8, 50.0) @ (mu_q - mu_k) / 2 for m in range(11)
-    ]
-    np.testing.assert_allclose(shifted, expected, atol=1e-12)
-    assert left.get_ylabel() and right.get_xlabel()
-    plt.close(fig)
-
-
-def test_plot_horizon_vs_base():
-    fig = bb.plot_horizon_vs_base(d=32, base_range=(50.0, 200.0), n_bases=30, lengths=(100,))
-    ax = fig.axes[0]
-    line = ax.get_lines()[0]
-    for b, h in zip(line.get_xdata()[::7], line.get_ydata()[::7], strict=True):
-        assert h == brute_horizon(b, 32, 5000)
-    assert ax.get_xscale() == "log" and ax.get_ylabel()
-    plt.close(fig)
-
-
-def test_plot_min_base_table():
-    rows = [{"L": 1024, "base": 5000.0}, {"L": 2048, "base": 20000.0}]
-    fig = bb.plot_min_base_table(rows)
-    ax = fig.axes[0]
-    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), [r["base"] for r in rows])
-    labels = [ln.get_label() for ln in ax.get_lines()]
-    assert "Su, archive 10122 (infeasible)" in labels  # 1.2e4 fails for L = 2048
-    assert ax.get_xlabel() == "context length $L$"
-    plt.close(fig)
-
-
 # ------------------------------------------------------------------------------------------
 # Su's published search, the grid hypothesis, the published tables
 # ------------------------------------------------------------------------------------------
@@ -1133,9 +1084,6 @@ def test_overflowing_means_are_refused(name):
         np.testing.assert_allclose(got, bb.similarity_margin([0, 3], 8), rtol=1e-12)
     with pytest.raises(ValueError, match=name):
         bb.similarity_gap_monte_carlo([0, 3], 8, n_samples=16, **{name: 1e300})
-    with pytest.raises(ValueError, match=name):
-        bb.plot_monte_carlo_gap(8, 100.0, 4, n_samples=16, **{name: 1e300})
-    plt.close("all")
 
 
 def test_overflowing_eps_scale_is_refused():
@@ -1212,14 +1160,6 @@ def test_max_context_bounds_limit_times_d():
     # the default limit is the largest the bound allows, so a plain call is not refused
     assert bb.max_context(4.3e3, 65536) >= 2
     assert bb.max_context(1e4, 128) == bb.max_context(1e4, 128, limit=2**20)
-
-
-def test_plot_min_base_table_for_another_d_draws_no_published_values():
-    # item 7: published values are for d = 128 only; the table for d = 8 is small
-    fig = bb.plot_min_base_table(bb.min_base_table((4, 5), d=8, use_cache=False), d=8)
-    labels = [line.get_label() for line in fig.axes[0].get_lines()]
-    assert not any("Men" in label or "Su" in label for label in labels)
-    plt.close(fig)
 
 
 def test_feasible_window_top_inf_docstring_and_value():

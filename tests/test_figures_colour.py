@@ -297,9 +297,9 @@ def test_figure_readable_without_colour(name: str) -> None:
 def test_check_sees_colour_only_lines() -> None:
     """The check itself: two labelled solid lines in two colours fail, a dash pattern or a
     marker fixes them; the three exclusion rules leave out only what they say."""
-    from rope_lib import plotting
+    from rope_lib.figures import style
 
-    fig, ax = plotting.new_figure()
+    fig, ax = style.new_figure()
     ax.plot([0, 1], [0, 1], label="a", color="C0")
     ax.plot([0, 1], [1, 0], label="b", color="C1")
     assert len(colour_only_pairs(fig)) == 1
@@ -321,7 +321,7 @@ def test_check_sees_colour_only_lines() -> None:
     assert len(colour_only_pairs(fig)) == 3
     plt.close(fig)
 
-    fig, ax = plotting.new_figure()
+    fig, ax = style.new_figure()
     ax.errorbar([0, 1], [0, 1], yerr=0.1, fmt="o", color="C0", label="x")
     ax.errorbar([0, 1], [1, 2], yerr=0.1, fmt="o", color="C1", label="y")
     ax.bar([0], [1], color="C0", label="p")
