@@ -3,21 +3,13 @@ of the explicit loops of tests/test_sinusoidal.py, and their sizes are bounded b
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 from matplotlib.image import AxesImage
 
 from rope_lib import (
-    diagonal_h_parts,
-    diagonal_h_score,
-    gram_matrix,
     plot_encoding,
     plot_inner_products,
-    shift_matrix,
-    symbolic_encoding,
-    vaswani_permutation,
 )
 
 from .test_sinusoidal import ref_g, ref_sinusoidal
@@ -25,37 +17,8 @@ from .test_sinusoidal import ref_g, ref_sinusoidal
 # --------------------------------------------------------------------------- references
 
 
-def test_bad_inputs_of_the_other_functions():
-    with pytest.raises(ValueError, match="d must be an even integer"):
-        vaswani_permutation(5)
-    with pytest.raises(ValueError, match="m_positions must be a 1-D"):
-        gram_matrix(2, 4)
-    with pytest.raises(ValueError, match="n_positions must be finite"):
-        gram_matrix([0, 1], 4, n_positions=[math.nan])
-    with pytest.raises(ValueError, match="h must be a 1-D array of even length"):
-        diagonal_h_score(0, 1, [1.0, 2.0, 3.0])
-    with pytest.raises(ValueError, match="h must be a 1-D array of even length"):
-        diagonal_h_parts(0, 1, [[1.0, 2.0]])
-    with pytest.raises(ValueError, match="h must be finite"):
-        diagonal_h_parts(0, 1, [1.0, math.nan])
-    with pytest.raises(ValueError, match="m must be finite"):
-        diagonal_h_score(math.inf, 1, [1.0, 1.0])
-    with pytest.raises(ValueError, match="m and n must broadcast"):
-        diagonal_h_score([0, 1, 2], [0, 1], [1.0, 1.0])
-    with pytest.raises(ValueError, match="base must be a finite real number > 1"):
-        diagonal_h_parts(0, 1, [1.0, 1.0], base=1.0)
-    with pytest.raises(ValueError, match="k must be a single finite real number"):
-        shift_matrix([1, 2], 4)
-    with pytest.raises(ValueError, match="k must be finite"):
-        shift_matrix(math.nan, 4)
-    with pytest.raises(ValueError, match="layout must be one of"):
-        shift_matrix(1, 4, layout="interleaved")
-    with pytest.raises(ValueError, match="layout must be one of"):
-        symbolic_encoding("m", 4, layout="half")
-    with pytest.raises(TypeError, match="position must be a sympy expression"):
-        symbolic_encoding(3, 4)
-    with pytest.raises(ValueError, match="d must be an even integer"):
-        symbolic_encoding("m", 7)
+def test_figures_refuse_bad_sizes_by_name():
+    # the math functions' refusals are tested in tests/test_sinusoidal.py
     with pytest.raises(ValueError, match="length must be an integer >= 2"):
         plot_inner_products(d=8, length=1)
     with pytest.raises(ValueError, match="max_distance must be an integer >= 1"):
