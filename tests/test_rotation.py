@@ -456,17 +456,6 @@ def test_interleaved_matches_rotary_embedding_torch(d, base):
 # ----------------------------------------------------------------------- accuracy
 
 
-#: The routes time_rope_routes measures, in the order of chapter 5's table.
-TIMED_ROUTES = [
-    "explicit matrix",
-    "LLaMA complex",
-    "rotate_half",
-    "apply_rope interleaved",
-    "apply_rope half",
-    "copy",
-]
-
-
 # ------------------------------------------------------------- linear attention
 
 
