@@ -3,7 +3,7 @@
 Times ``rope_lib.min_base`` for the table L = 2^10 .. 2^20 (d = 128), from a cold start (no
 memo, no JSON cache), against a plain numpy reimplementation of the method of Su (2024,
 archive 10122): bases scanned upward on a two-significant-digit grid, each checked by brute
-force for all m < L (``rope_lib.base_bound.grid_min_base``), run in the same process. The
+force for all m < L (``rope_lib.base_table.grid_min_base``), run in the same process. The
 baseline is slow for long contexts, so both are timed on the same subset
 (L = 2^10 .. 2^``--grid-max``, default 2^16), and the certified sweep is also timed on the
 full table.
@@ -27,10 +27,10 @@ import argparse
 import json
 import time
 
-from rope_lib import base_bound
+from rope_lib import base_bound, base_table
 
 #: The budget of every certified sweep here: what the shipped table is computed with.
-BUDGET = base_bound.TABLE_MAX_STEPS
+BUDGET = base_table.TABLE_MAX_STEPS
 FULL = list(range(10, 21))
 QUICK_GRID_MAX = 13
 
@@ -44,15 +44,15 @@ def _certified(ks: list[int]) -> tuple[float, dict[int, float]]:
 
 def _grid(ks: list[int]) -> tuple[float, dict[int, float]]:
     t0 = time.perf_counter()
-    out = {k: base_bound.grid_min_base(1 << k) for k in ks}
+    out = {k: base_table.grid_min_base(1 << k) for k in ks}
     return time.perf_counter() - t0, out
 
 
 def shipped_table() -> tuple[dict[int, float], bool]:
     """The shipped table's bases by log2 L, and whether it is current for this code."""
-    blob = json.loads(base_bound._CACHE.read_text())
+    blob = json.loads(base_table._CACHE.read_text())
     rows = {int(k): row["base"] for k, row in blob["rows"].items()}
-    return rows, blob.get("key") == base_bound._source_key()
+    return rows, blob.get("key") == base_table._source_key()
 
 
 def main(argv: list[str] | None = None, quick: bool = False) -> None:
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None, quick: bool = False) -> None:
     if quick:
         print(
             f"quick mode: the full table L = 2^10 .. 2^20 is not recomputed; the shipped table "
-            f"({base_bound._CACHE.name}, {state}) gives min_base(2^20) = {shipped[20]:.6e}"
+            f"({base_table._CACHE.name}, {state}) gives min_base(2^20) = {shipped[20]:.6e}"
         )
         return
     t_full, full = _certified(FULL)

@@ -5,7 +5,7 @@
   slider change (recompute + SVG redraw, from the page's Performance API) at the
   default settings and with d = 512 and the longest distance range the figure
   offers (target: 50 ms for d up to 512);
-* the live-kernel path: ``rope_lib.widgets.compute`` plus the matplotlib redraw
+* the live-kernel path: ``rope_lib.figures.interactive.compute`` plus the matplotlib redraw
   for the same settings.
 
 Run with ``make bench`` after ``make book``.
@@ -24,7 +24,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from rope_lib.widgets import MODELS, compute, render_matplotlib  # noqa: E402
+from rope_lib.figures.interactive import MODELS, compute, render_matplotlib  # noqa: E402
 from tests.sitebrowser import SET_SLIDER_JS, SITE, chromium, pages, serve  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,208 +16,72 @@ modules are layered.
 
 from __future__ import annotations
 
+import ast
+import re
 import sys
 from importlib import import_module
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 __version__ = "0.4.0"
 
-#: The modules whose public names (their ``__all__``) the top level re-exports, in the book's
-#: order: the math module of each chapter, then its figures.  ``tests/test_architecture.py``
-#: checks that this table and the modules' ``__all__`` agree.
-EXPORTS: dict[str, tuple[str, ...]] = {
+#: The modules whose public names the top level re-exports, in the book's order: the math
+#: module of each chapter, then its figures.  A module's public names are its ``__all__``,
+#: written once, in the module; :data:`EXPORTS` reads them from the source files.
+PUBLIC_MODULES: tuple[str, ...] = (
     # shared
-    "frequencies": ("theta",),
-    "symbolic": ("vanishes",),
+    "frequencies",
+    "symbolic",
     # chapter 1, symmetry
-    "attention": (
-        "softmax",
-        "attention_weights",
-        "scaled_dot_product_attention",
-        "self_attention",
-        "equivariance_gap",
-        "word_embeddings",
-        "demo_projections",
-        "random_positions",
-        "SentenceAttention",
-        "sentence_attention",
-        "symbolic_attention_row",
-        "symbolic_invariance",
-        "symbolic_equivariance",
-    ),
-    "figures.attention": ("plot_reordering_weights", "plot_token_output"),
+    "attention",
+    "figures.attention",
     # chapter 2, Taylor expansion
-    "taylor": (
-        "TERM_NAMES",
-        "SecondOrderExpansion",
-        "second_order_expansion",
-        "score_model",
-        "attention_output_model",
-        "demo_point",
-        "expansion_error",
-        "term_sizes",
-        "interaction_along_ray",
-        "diagonal_spread",
-        "loglog_slope",
-    ),
-    "figures.taylor": ("plot_error_order", "plot_term_sizes"),
+    "taylor",
+    "figures.taylor",
     # chapter 3, sinusoidal encoding
-    "sinusoidal": (
-        "sinusoidal",
-        "complex_encoding",
-        "cos_sin_encoding",
-        "vaswani_permutation",
-        "gram_matrix",
-        "diagonal_h_score",
-        "diagonal_h_parts",
-        "shift_matrix",
-        "shift_isometry",
-        "orthogonal_normal_form",
-        "symbolic_encoding",
-    ),
-    "figures.sinusoidal": ("plot_inner_products", "plot_encoding"),
+    "sinusoidal",
+    "figures.sinusoidal",
     # chapter 4, RoPE
-    "rotation": (
-        "rotation_matrix",
-        "symbolic_rotation_matrix",
-        "apply_rope",
-        "elu_feature_map",
-        "linear_attention_weights",
-        "linear_attention",
-    ),
-    "figures.rotation": ("plot_rotation_2d",),
+    "rotation",
+    "figures.rotation",
     # chapter 5, implementations
-    "implementations": (
-        "apply_rope_matrix",
-        "llama_precompute_freqs_cis",
-        "llama_apply_rotary_emb",
-        "rotate_half",
-        "rotate_half_cos_sin",
-        "apply_rotate_half",
-        "layout_permutation",
-        "permute_qk_weight",
-        "qk_scores",
-        "RECIPES",
-        "cos_sin_tables",
-        "table_error",
-        "score_error",
-        "float32_angle_error",
-        "apply_rope_refusals",
-    ),
-    "figures.implementations": ("plot_layout_mismatch", "plot_accuracy"),
-    "timing": ("time_rope_routes",),
+    "implementations",
+    "figures.implementations",
+    "timing",
     # chapter 6, decay
-    "decay": (
-        "exp_sum",
-        "ones_score",
-        "roformer_bound",
-        "abel_bound",
-        "periods",
-        "quarter_period",
-        "windowed_mean_score",
-        "integral_score",
-        "undersampled_terms",
-        "gap_rms",
-        "schedule_theta",
-        "schedule_frequencies",
-        "schedule_score",
-        "schedule_integral",
-        "schedule_envelope",
-        "envelope_crossover",
-        "monte_carlo_score",
-    ),
-    "figures.decay": (
-        "plot_counterexamples",
-        "plot_ones_score",
-        "plot_windowed_mean",
-        "plot_quarter_period",
-        "plot_sum_vs_integral",
-        "plot_schedules",
-        "plot_roformer_bound",
-        "plot_monte_carlo",
-        "plot_diagonal_h",
-    ),
+    "decay",
+    "figures.decay",
     # chapter 7, base bound
-    "base_bound": (
-        "similarity_margin",
-        "max_context",
-        "min_base",
-        "min_base_search",
-        "BaseSearch",
-        "min_base_table",
-        "PUBLISHED_MIN_BASE",
-        "REAL_MODELS",
-        "float32_margin",
-        "float32_min_base",
-        "base_is_feasible",
-        "feasible_window_top",
-        "grid_min_base",
-        "su_min_base",
-        "published_summary",
-        "html_table",
-        "brute_force_feasible",
-        "similarity_gap_monte_carlo",
-        "similarity_gap_expected",
-        "symbolic_similarity_gap",
-    ),
-    "figures.base_bound": (
-        "plot_similarity_margin",
-        "plot_monte_carlo_gap",
-        "plot_horizon_vs_base",
-        "plot_min_base_table",
-    ),
+    "base_bound",
+    "base_table",
+    "figures.base_bound",
     # chapter 8, context extension
-    "context_extension": (
-        "EXTENSION_METHODS",
-        "scaled_theta",
-        "yarn_attention_factor",
-        "scaled_margin",
-        "scaled_horizon",
-    ),
-    "figures.context_extension": ("plot_wavelengths", "plot_margins"),
+    "context_extension",
+    "figures.context_extension",
     # chapter 9, experiments
-    "experiment": (
-        "ExperimentConfig",
-        "RecallModel",
-        "EXPERIMENT_CONFIGS",
-        "CODE_FILES",
-        "experiment_config",
-        "train_recall",
-        "evaluate_recall",
-        "pair_energy",
-        "general_form",
-        "run_experiment",
-        "experiment_plan",
-        "experiment_results",
-    ),
-    "experiment_report": (
-        "RecallCurves",
-        "PairEnergySummary",
-        "RecallReach",
-        "MarginHorizons",
-        "margin_horizons",
-        "learned_margin",
-        "experiment_summary",
-        "recall_curves",
-        "recall_reach",
-        "plot_recall_by_distance",
-        "pair_energy_summary",
-    ),
-    "experiment_lm": (
-        "LMConfig",
-        "LMModel",
-        "LM_CONFIGS",
-        "LM_CODE_FILES",
-        "lm_config",
-        "train_lm",
-        "evaluate_lm",
-        "lm_plan",
-        "run_lm_experiment",
-        "lm_results",
-    ),
-    "experiment_lm_report": ("LMSummary", "lm_summary", "plot_lm_recall"),
-}
+    "experiment",
+    "experiment_report",
+    "experiment_lm",
+    "experiment_lm_report",
+)
+
+_ALL = re.compile(r"^__all__ = (\[.*?\])[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
+def _public_names(module: str) -> tuple[str, ...]:
+    """The ``__all__`` of ``rope_lib.<module>``, read from its source without importing it."""
+    path = Path(__file__).parent.joinpath(*module.split(".")).with_suffix(".py")
+    found = _ALL.search(path.read_text(encoding="utf-8"))
+    if found is None:
+        raise ImportError(f"rope_lib.{module} has no literal list __all__ = [...]")
+    return tuple(ast.literal_eval(found.group(1)))
+
+
+#: Module -> the public names it defines (its ``__all__``), for every module of
+#: :data:`PUBLIC_MODULES`.  ``tests/test_architecture.py`` checks that importing each module
+#: gives the same ``__all__``.
+EXPORTS: dict[str, tuple[str, ...]] = {module: _public_names(module) for module in PUBLIC_MODULES}
 
 #: Name -> module that defines it (one public name, one meaning).
 _WHERE: dict[str, str] = {}

@@ -53,6 +53,7 @@ DOCUMENTED = (
     "decay",
     "figures.decay",
     "base_bound",
+    "base_table",
     "figures.base_bound",
     "context_extension",
     "figures.context_extension",
@@ -62,20 +63,15 @@ DOCUMENTED = (
 DOCUMENTED_NAMES = frozenset(name for module in DOCUMENTED for name in rope_lib.EXPORTS[module])
 #: Names a chapter uses before its link is written, each with its reason; nothing else may be
 #: added, and an entry goes when the chapter links the name.
-NOT_YET_LINKED = {
-    ("05_rope_implementations", "similarity_margin"): (
-        "chapter 7's B_m, borrowed by chapter 5's partial-rotation cell: documented since phase B, "
-        "but chapter 5 is not among phase B's files (the lead links it)"
-    ),
-}
+NOT_YET_LINKED: dict[tuple[str, str], str] = {}
 #: The short names chapters give their module (``from rope_lib import base_bound as bb``).
-_ALIASES = "decay|bb|ce"
+_ALIASES = "decay|bb|bt|ce"
 #: An entry, by its public name.  A constant is documented through the module that defines it
-#: (``.. autodata:: rope_lib.base_bound::REAL_MODELS``): autodoc finds a constant's ``#:``
+#: (``.. autodata:: rope_lib.base_table::REAL_MODELS``): autodoc finds a constant's ``#:``
 #: comment only there, and through ``rope_lib`` it would show the docstring of ``tuple``.
 _AUTO = re.compile(r"^\.\. auto(?:function|class|data):: (?:rope_lib\.[\w.]+::)?(\w+)$", re.M)
 _SUMMARY = re.compile(r"^\.\. autosummary::\n\n((?:   [\w.]+\n)+)", re.M)
-#: A role's target, by the public name it ends with (``rope_lib.base_bound.REAL_MODELS``).
+#: A role's target, by the public name it ends with (``rope_lib.base_table.REAL_MODELS``).
 _ROLE = re.compile(r"\{py:(?:func|class|data)\}`(?:[^`<]*<)?rope_lib\.(?:\w+\.)*?(\w+)>?`")
 #: Any role's target, dotted names included (``rope_lib.figures.interactive.show``).
 _ROLE_ANY = re.compile(r"\{py:(?:func|class|data)\}`(?:[^`<]*<)?(rope_lib[\w.]+)>?`")

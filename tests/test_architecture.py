@@ -43,6 +43,8 @@ MATH = (
     "implementations",
     "decay",
     "base_bound",
+    "_certified_sweep",
+    "base_table",
     "context_extension",
 )
 #: What a math module may not import: the other layers, and the libraries they load.
@@ -51,8 +53,6 @@ FORBIDDEN = (
     "ipywidgets",
     "IPython",
     "rope_lib.figures",
-    "rope_lib.plotting",
-    "rope_lib.widgets",
     "rope_lib.timing",
     "rope_lib.experiment",
     "rope_lib.experiments",
@@ -68,7 +68,6 @@ FORBIDDEN = (
 MAX_LINES = 945
 #: Modules allowed over the limit for now, each with its reason.  Nothing else may be added.
 OVERSIZED = {
-    "base_bound.py": "chapter 7: its figures moved out; its certified sweep moves to its own module",
     "experiment.py": "chapter 9's experiment: rebuilt into rope_lib/experiments/ by issue 20",
 }
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bench import bench_base_bound
-from rope_lib import base_bound
+from rope_lib import base_bound, base_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,13 +39,13 @@ def test_full_table_runs_with_the_shipped_tables_budget(
 
     monkeypatch.setattr(base_bound, "min_base", min_base)
     monkeypatch.setattr(
-        base_bound, "grid_min_base", lambda length: shipped[length.bit_length() - 1]
+        base_table, "grid_min_base", lambda length: shipped[length.bit_length() - 1]
     )
     bench_base_bound.main(["--grid-max", "12"])
     assert sorted(budgets) == list(range(10, 21))
-    assert set(budgets.values()) == {base_bound.TABLE_MAX_STEPS}
+    assert set(budgets.values()) == {base_table.TABLE_MAX_STEPS}
     out = capsys.readouterr().out
-    assert f"max_steps = {base_bound.TABLE_MAX_STEPS:,}" in out
+    assert f"max_steps = {base_table.TABLE_MAX_STEPS:,}" in out
     assert "the shipped table" in out and "agrees" in out
 
 

@@ -10,6 +10,7 @@ and just below it.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import statistics
@@ -202,7 +203,7 @@ def test_figure_has_a_curve_per_base_markers_labels_and_chance(full: dict, raw: 
         y = bar.lines[0].get_ydata()
         np.testing.assert_allclose(y, np.mean([r["accuracy"] for r in runs], axis=0))
     n_points = sum(len(bar.lines[0].get_xdata()) for bar in bars)
-    assert n_points <= rope_lib.plotting.MAX_FIGURE_POINTS
+    assert n_points <= importlib.import_module("rope_lib.figures.style").MAX_FIGURE_POINTS
 
 
 def test_figure_draws_chosen_bases_into_a_given_axes(full: dict) -> None:

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from rope_lib import base_bound as bb
+from rope_lib import base_table as bt
 from rope_lib.figures import base_bound as fbb
 
 from .test_base_bound import brute_horizon, direct, mp_margin, rotation
@@ -64,7 +64,7 @@ def test_plot_min_base_table():
 
 def test_plot_min_base_table_for_another_d_draws_no_published_values():
     # item 7: published values are for d = 128 only; the table for d = 8 is small
-    fig = fbb.plot_min_base_table(bb.min_base_table((4, 5), d=8, use_cache=False), d=8)
+    fig = fbb.plot_min_base_table(bt.min_base_table((4, 5), d=8, use_cache=False), d=8)
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
     assert not any("Men" in label or "Su" in label for label in labels)
     plt.close(fig)

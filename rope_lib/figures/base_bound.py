@@ -17,18 +17,15 @@ from ..base_bound import (
     _MC_WORK,
     DEFAULT_MAX_STEPS,
     MAX_CONTEXT_LENGTH,
-    PUBLISHED_MIN_BASE,
-    TABLE_MAX_STEPS,
     _check_length,
-    _check_rows,
     _mean,
     max_context,
     min_base,
-    min_base_table,
     similarity_gap_expected,
     similarity_gap_monte_carlo,
     similarity_margin,
 )
+from ..base_table import PUBLISHED_MIN_BASE, TABLE_MAX_STEPS, _check_rows, min_base_table
 from .style import line_style, new_figure
 
 __all__ = [
@@ -212,7 +209,7 @@ def plot_horizon_vs_base(
 
 def plot_min_base_table(rows: Sequence[dict] | None = None, d: int = 128):
     r"""Figure: :func:`min_base` against L (log axes) with the published values of
-    :data:`rope_lib.base_bound.PUBLISHED_MIN_BASE` (for ``d = 128``, the only head dimension they are for);
+    :data:`rope_lib.base_table.PUBLISHED_MIN_BASE` (for ``d = 128``, the only head dimension they are for);
     published values that fail :math:`B_m \ge 0` for some :math:`m < L` are drawn as
     crosses. ``rows=None`` reads :func:`min_base_table` (cached for ``d = 128``; for another
     d it is computed with the default budget of :func:`min_base_search` (50,000 steps) per row, so the call
