@@ -466,8 +466,8 @@ def feasible_window_top(
     only looks at its own grid). Returns ``math.inf`` when the walk reaches a base above
     which every base is provably feasible (the pairs with :math:`(L-1)\theta_i \le \pi/2`
     keep cosines whose sum outweighs one negative unit for each other pair): the window is
-    unbounded. Raises ``ValueError`` if ``base`` itself is infeasible, and if the walk
-    runs out of its budget ``max_steps`` (default 10**5, at most 10**8): one step per base
+    unbounded. Raises ``ValueError`` if ``base`` itself is infeasible, if ``rel_step`` is too
+    small to move a base in float64, and if the walk runs out of its budget ``max_steps`` (default 10**5, at most 10**8): one step per base
     visited plus one per ``STEP_TERMS`` = 2**16 (distance, frequency) terms its check evaluates,
     so the budget bounds the time (about 30 s at most), also at large d.
     """
@@ -475,6 +475,11 @@ def feasible_window_top(
     length = _check_length(context_length)
     d = check_dim(d)
     rel_step = check_real(rel_step, "rel_step", 0.0, 1.0, low_open=True, high_open=True)
+    if 1.0 + rel_step == 1.0:  # then top * (1 + rel_step) == top: the walk would stand still
+        raise ValueError(
+            f"rel_step must move a base in float64 (1 + rel_step > 1, i.e. rel_step above about "
+            f"1.1e-16), got {rel_step!r}"
+        )
     max_steps = _check_steps(max_steps)
     top, walked = base, 0
     budget = [max_steps]

@@ -554,6 +554,18 @@ def test_window_above_the_certificate_is_unbounded(L: int, d: int) -> None:
         assert np.cos(np.outer(m, th)).sum(axis=1).min() >= 0
 
 
+@pytest.mark.parametrize("rel_step", [1e-300, 1e-17, 1.1e-16])
+def test_window_walk_refuses_a_step_that_cannot_move_a_float(rel_step: float) -> None:
+    # 1 + rel_step rounds to 1 for these, so b * (1 + rel_step) == b: a walk that stands still
+    # would only run out of budget (found by test_api's random values)
+    assert 1.0 + rel_step == 1.0 and 4096.0 * (1.0 + rel_step) == 4096.0
+    with pytest.raises(ValueError, match="rel_step"):
+        bb.feasible_window_top(4096.0, 1024, 128, rel_step=rel_step)
+    # the smallest step that moves every float is accepted: 1 + 2**-52 is the next float
+    top = bb.feasible_window_top(2.0**50, 1024, 128, rel_step=2.0**-52, max_steps=10**5)
+    assert top == math.inf
+
+
 def test_window_top_is_finite_where_an_infeasible_base_lies_above() -> None:
     # L = 2048, d = 128: the minimum base opens a narrow window (chapter 7).
     base = bb.min_base(2048)
