@@ -29,6 +29,7 @@ Usage::
 
     python tools/mutation.py --only frequencies  # run some modules, record their results
     python tools/mutation.py --summary           # assemble the summary from the records
+    python tools/mutation.py --summary --only rotation  # report a record, write nothing
     python tools/mutation.py                     # run every module, then --summary
     python tools/mutation.py --quick             # CI's fixed sample (see QUICK)
 
@@ -37,7 +38,8 @@ naming each) if one is missing, stale or from another mutmut version, writes
 ``tools/mutation-summary.json`` (per module: mutants, killed, survived, equivalent, no
 tests, timeouts, score, minutes) and prints the table the README quotes.  Modules run one
 at a time (``--only``, in any order and on any day) and assemble the same summary as
-one long run.
+one long run.  With ``--only``, ``--summary`` reports those modules' records against the
+current equivalence list (a triage aid) and writes no summary.
 """
 
 from __future__ import annotations
@@ -325,9 +327,12 @@ def report(results: list[Result]) -> int:
     return 0
 
 
-def summary() -> int:
-    """Assemble tools/mutation-summary.json from every module's recorded result."""
-    problems = [p for p in map(_problem, MODULES) if p]
+def summary(modules: list[str]) -> int:
+    """Report the recorded results of ``modules``; for every module, also write the summary.
+
+    Refuses (2) if a module's record is missing, stale or from another mutmut version.
+    """
+    problems = [p for p in map(_problem, modules) if p]
     if problems:
         print(
             "mutation: cannot assemble the summary:\n  " + "\n  ".join(problems) + "\n"
@@ -335,11 +340,12 @@ def summary() -> int:
             file=sys.stderr,
         )
         return 2
-    results = [Result.load(json.loads((SCRATCH / m / RESULT).read_text())) for m in MODULES]
-    rows = [_judge(r).row() for r in results]
-    SUMMARY.write_text(json.dumps({"mutmut": _version(), "modules": rows}, indent=1) + "\n")
+    results = [Result.load(json.loads((SCRATCH / m / RESULT).read_text())) for m in modules]
     status = report(results)
-    print(f"summary written to {SUMMARY.relative_to(ROOT)}")
+    if set(modules) == set(MODULES):
+        rows = [_judge(r).row() for r in results]
+        SUMMARY.write_text(json.dumps({"mutmut": _version(), "modules": rows}, indent=1) + "\n")
+        print(f"summary written to {SUMMARY.relative_to(ROOT)}")
     return status
 
 
@@ -350,27 +356,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--summary",
         action="store_true",
-        help="run nothing: assemble the summary from the recorded per-module results",
+        help="run nothing: report the recorded results (of --only's modules, or of all "
+        "of them, which also writes the summary)",
     )
     parser.add_argument("--jobs", type=int, default=2, help="parallel mutants (default 2)")
     args = parser.parse_args(argv)
-    if args.summary:
-        if args.only or args.quick:
-            parser.error("--summary reads every module's recorded result: no --only, --quick")
-        return summary()
+    if args.summary and args.quick:
+        parser.error("--summary reads the recorded full runs; --quick records none")
     modules = list(QUICK) if args.quick else list(MODULES)
     if args.only:
         modules = [m.strip() for m in args.only.split(",")]
         unknown = sorted(set(modules) - set(MODULES))
         if unknown:
             parser.error(f"--only: unknown modules {unknown}; known: {sorted(MODULES)}")
+    if args.summary:
+        return summary(modules)
     results = []
     for module in modules:
         print(f"mutation: {module} ...", flush=True)
         results.append(run_module(module, args.jobs, QUICK.get(module) if args.quick else None))
         print("  " + json.dumps(_judge(results[-1]).row()), flush=True)
     if not args.quick and not args.only:
-        return summary()
+        return summary(modules)
     return report(results)
 
 
