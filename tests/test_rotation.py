@@ -13,6 +13,7 @@ Expected values come from routes independent of the code under test:
 from __future__ import annotations
 
 import math
+import re
 import warnings
 
 import mpmath
@@ -842,3 +843,272 @@ def test_float32_inputs_are_rotated_in_float32_arithmetic(layout: str) -> None:
     # the same data in float64 arithmetic is not bit-equal: the check can tell the two apart
     wide = (x1.astype(np.float64) * c - x2.astype(np.float64) * s).astype(np.float32)
     assert np.any(wide != o1)
+
+
+# ------------------------------------------- mutation testing (issue 22): value checks
+
+
+def _generator(d: int, base: float, layout: str) -> np.ndarray:
+    """The skew-symmetric A with R_m = expm(m A): A[b_i, a_i] = theta_i = -A[a_i, b_i]."""
+    A = np.zeros((d, d))
+    for (a, b), th in zip(pairs(d, layout), freqs_math(d, base), strict=True):
+        A[b, a], A[a, b] = th, -th
+    return A
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("d", [2, 6])
+def test_rotation_matrices_are_the_exponential_of_their_generator(layout, d):
+    """R_m = expm(m A) (scipy's Pade route, not cos/sin tables), for rotation_matrix at its
+    default base 10^4 and for symbolic_rotation_matrix with its symbols substituted."""
+    from scipy.linalg import expm
+
+    A = _generator(d, 10000.0, layout)
+    for m in (0, 1, -3, 7):
+        expected = expm(m * A)
+        np.testing.assert_allclose(rotation_matrix(m, d, layout=layout), expected, atol=1e-13)
+        R = rope_lib.symbolic_rotation_matrix("m", d, layout=layout)
+        assert R.shape == (d, d)
+        values = {sp.Symbol("m", real=True): m}
+        values |= {
+            sp.Symbol(f"theta_{i}", real=True): th for i, th in enumerate(freqs_math(d, 10000.0))
+        }
+        np.testing.assert_allclose(
+            np.array(R.subs(values).evalf(), dtype=np.float64), expected, atol=1e-13
+        )
+
+
+def test_symbolic_rotation_matrix_accepts_d_up_to_128():
+    # The documented range is 2 <= d <= 128: the largest one is accepted, 130 refused.
+    R = rope_lib.symbolic_rotation_matrix("m", 128)
+    assert R.shape == (128, 128) and R[127, 126] == sp.sin(
+        sp.Symbol("m", real=True) * sp.Symbol("theta_63", real=True)
+    )
+    with pytest.raises(ValueError, match="d must be at most 128"):
+        rope_lib.symbolic_rotation_matrix("m", 130)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_linear_attention_weights_written_out(layout):
+    """C[b, m, n] = (R_m psi(q_m))^T (R_n psi(k_n)) and Z = psi(q_m)^T psi(k_n), over a batch
+    axis, at the default base 10^4, with the 2x2 route and psi written out here; and
+    linear_attention's default is the non-causal sum."""
+    rng = np.random.default_rng(11)
+    B, T, d, dv = 2, 5, 6, 3
+    q, k, v = (rng.standard_normal((B, T, e)) for e in (d, d, dv))
+    pos = np.array([0, 3, -2, 9, 4])
+    fq = np.where(q > 0, q + 1, np.exp(q))
+    fk = np.where(k > 0, k + 1, np.exp(k))
+    C = np.zeros((B, T, T))
+    for b in range(B):
+        for m in range(T):
+            for n in range(T):
+                Rm = rotation_2x2(pos[m], d, 10000.0, layout)
+                Rn = rotation_2x2(pos[n], d, 10000.0, layout)
+                C[b, m, n] = (Rm @ fq[b, m]) @ (Rn @ fk[b, n])
+    Z = np.einsum("bmd,bnd->bmn", fq, fk)
+    got_C, got_Z = linear_attention_weights(q, k, pos, layout=layout)
+    np.testing.assert_allclose(got_C, C, atol=1e-12)
+    np.testing.assert_allclose(got_Z, Z, atol=1e-12)
+    # torch inputs (even ones that require grad) are converted, with the same values
+    tq, tk = requires_grad(q, k)
+    got_C, got_Z = linear_attention_weights(tq, tk, pos, layout=layout)
+    np.testing.assert_allclose(got_C, C, atol=1e-12)
+    expected = (C @ v) / Z.sum(-1)[..., None]
+    np.testing.assert_allclose(linear_attention(q, k, v, pos, layout=layout), expected, atol=1e-12)
+
+
+def _refusals():
+    from rope_lib.implementations import apply_rotate_half, rotate_half
+
+    x, t = np.ones((2, 4)), torch.ones(2, 4, dtype=torch.float64)
+    ragged = [[1.0], [1.0, 2.0]]
+    return [
+        # (call, exception, the message from its start: names the argument and the value)
+        (lambda: apply_rope(x, [0, 1], layout="x"), ValueError, "layout must be one of"),
+        (
+            lambda: apply_rope(np.ones((3, 4)), [0, 1]),
+            ValueError,
+            r"positions must have one entry per row of x along axis -2: got 2 positions "
+            r"for x of shape \(3, 4\)",
+        ),
+        (lambda: apply_rope(x, [[0], [1]]), ValueError, r"positions must be a 1-D array"),
+        (lambda: apply_rope(x, [0, 1], rotary_dim=2.5), TypeError, r"rotary_dim .* got 2\.5 of"),
+        (
+            lambda: apply_rope(ragged, [0, 1]),
+            TypeError,
+            r"x must be a floating-point array, got \[\[1\.0\], \[1\.0, 2\.0\]\] of type list",
+        ),
+        (
+            lambda: apply_rope(x.astype(int), [0, 1]),
+            TypeError,
+            r"x must .* got array\(\[\[1, 1, 1, 1\],",
+        ),
+        (
+            lambda: apply_rope(np.ones(4), [0]),
+            ValueError,
+            r"x must have at least 2 axes \(\.\.\., N, d\): ",
+        ),
+        (
+            lambda: rotate_half(np.float64(1.0)),
+            ValueError,
+            r"x must have at least 1 axes \(\.\.\., d\), got shape \(\)$",
+        ),
+        (lambda: rotation_matrix([1], 4), ValueError, r"m must be a 0-D array"),
+        (lambda: rotation_matrix(1.5, 4), ValueError, r"m must be"),
+        (
+            lambda: apply_rotate_half(x, t, t),
+            TypeError,
+            r"cos must be a floating-point numpy array, like x, got tensor\(",
+        ),
+        (
+            lambda: apply_rotate_half(t, x, x),
+            TypeError,
+            r"cos must be a floating-point torch tensor, like x, got array\(",
+        ),
+        (
+            lambda: apply_rotate_half(t, t.long(), t),
+            TypeError,
+            r"cos must be a floating-point tensor, got dtype torch.int64$",
+        ),
+        (
+            lambda: apply_rotate_half(t, t + 0j, t),
+            TypeError,
+            r"cos must be a floating-point tensor, got dtype torch.complex128$",
+        ),
+        (
+            lambda: apply_rotate_half(x, ragged, x),
+            TypeError,
+            r"cos must be a floating-point array, got \[\[1\.0\], \[1\.0, 2\.0\]\] of type list$",
+        ),
+        (
+            lambda: apply_rotate_half(x, [[1, 2, 3, 4]], x),
+            TypeError,
+            r"cos must be a floating-point array, got \[\[1, 2, 3, 4\]\] of type list$",
+        ),
+        *[
+            (
+                lambda s=s: apply_rotate_half(x, np.ones(s), x),
+                ValueError,
+                r"cos must have shape \(N, d\) \(or any shape that broadcasts to x's \(2, 4\) "
+                rf"with the same last axis\), got {re.escape(str(s))}$",
+            )
+            for s in [(3, 2, 4), (3, 4), (2, 1), (4, 2), ()]
+        ],
+        (
+            lambda: linear_attention(np.ones((3, 4), int), x, x, [0, 1]),
+            TypeError,
+            r"q must be a floating-point array",
+        ),
+        (
+            lambda: linear_attention(np.ones((3, 4)), np.ones((3, 4), int), x, [0, 1]),
+            TypeError,
+            r"k must be a floating-point array",
+        ),
+        (
+            lambda: linear_attention_weights(np.ones((3, 4), int), x, [0, 1]),
+            TypeError,
+            r"q must be a floating-point array",
+        ),
+        (
+            lambda: linear_attention(np.ones((3, 4)), x, x, [0, 1, 2]),
+            ValueError,
+            r"q and k must have the same shape, got \(3, 4\) and \(2, 4\)$",
+        ),
+        (
+            lambda: linear_attention(np.ones((2, 3, 4)), np.ones((2, 3, 4)), x, [0, 1, 2]),
+            ValueError,
+            r"v must have shape \(\.\.\., N, d_v\) matching q's \(2, 3\), got \(2, 4\)$",
+        ),
+        (lambda: linear_attention(x, x, [["a"]], [0, 1]), TypeError, r"v must be real numbers"),
+        (lambda: linear_attention(x, x, x, [0, 1], causal=1), TypeError, r"causal must be"),
+        (lambda: elu_feature_map(None), TypeError, r"x must be"),
+        (
+            lambda: rope_lib.symbolic_rotation_matrix(3, 4),
+            TypeError,
+            r"m must be a sympy expression or a str, got 3 of type int$",
+        ),
+        (
+            lambda: rope_lib.symbolic_rotation_matrix("m", 4, symbol=3),
+            TypeError,
+            r"symbol must .* got 3 of type int$",
+        ),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_refusals())))
+def test_refusals_name_the_argument_and_the_value(case):
+    """Each refusal of this module's checks, from the start of its message (the argument's
+    name first, then what it accepts and the value received).  tests/test_api.py holds the
+    same contract for every public function, but rotation.py's mutants run against this file
+    only (tools/mutation.py), so its own checks are pinned here."""
+    call, error, message = _refusals()[case]
+    with pytest.raises(error, match="^" + message):
+        call()
+
+
+def test_valid_tables_are_accepted_in_every_broadcasting_shape():
+    # apply_rotate_half with tables of shape (N, d), (d,) and (1, d), over a 3-D x, numpy and
+    # torch: x * cos + rotate_half(x) * sin written out on the two halves.
+    from rope_lib.implementations import apply_rotate_half
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 4))
+    for shape in [(3, 4), (4,), (1, 4)]:
+        c, s = rng.standard_normal(shape), rng.standard_normal(shape)
+        cb, sb = np.broadcast_to(c, x.shape), np.broadcast_to(s, x.shape)
+        expected = np.concatenate(
+            (
+                x[..., :2] * cb[..., :2] - x[..., 2:] * sb[..., :2],
+                x[..., 2:] * cb[..., 2:] + x[..., :2] * sb[..., 2:],
+            ),
+            axis=-1,
+        )
+        np.testing.assert_allclose(apply_rotate_half(x, c, s), expected, rtol=1e-15)
+        got = apply_rotate_half(*(torch.from_numpy(np.array(a)) for a in (x, c, s)))
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-15)
+
+
+def test_size_limits_sit_exactly_at_max_elements(monkeypatch):
+    """Every size check of this module counts the result it guards, exactly: at
+    MAX_ELEMENTS the call goes through, one below it is refused with the count."""
+    import rope_lib._validate as validate
+
+    def limit(n, call, message):
+        monkeypatch.setattr(validate, "MAX_ELEMENTS", n)
+        call()
+        monkeypatch.setattr(validate, "MAX_ELEMENTS", n - 1)
+        with pytest.raises(ValueError, match="^" + message):
+            call()
+
+    x = np.ones((5, 8))
+    limit(
+        20,
+        lambda: apply_rope(x, np.arange(5)),
+        r"the cos/sin tables of 5 positions x d/2 = 4 pairs would have 20 elements, more than "
+        r"rope_lib's MAX_ELEMENTS = 19 \(1 GiB of float64\); pass fewer positions or a smaller d$",
+    )
+    limit(
+        10,
+        lambda: apply_rope(x, np.arange(5), rotary_dim=4),
+        r"the cos/sin tables of 5 positions x d/2 = 2 pairs would have 10 elements",
+    )
+    limit(
+        16,
+        lambda: rotation_matrix(1, 4),
+        r"the rotation matrices R_m, shape \(N, d, d\) = \(1, 4, 4\), would have 16 elements, .*; "
+        r"use apply_rope, which never builds them, or a smaller d$",
+    )
+    q = np.ones((2, 5, 4))
+    limit(
+        100,
+        lambda: linear_attention_weights(q, q, np.arange(5)),
+        r"the weight matrices of shape \(\.\.\., N, N\) with N = 5 \(q of shape \(2, 5, 4\)\) "
+        r"would have 100 elements, .*; use linear_attention, which never builds them$",
+    )
+    limit(
+        120,
+        lambda: linear_attention(q, q, np.ones((2, 5, 3)), np.arange(5), causal=True),
+        r"the causal prefix sums of shape \(\.\.\., N, d, d_v\) = \(2, 5, 4, 3\) would have 120 "
+        r"elements, .*; use causal=False, or fewer positions$",
+    )
