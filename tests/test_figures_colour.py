@@ -43,6 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import colorspacious
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -381,7 +382,6 @@ def simulate_cvd(rgb: np.ndarray, kind: str) -> np.ndarray:
 
 def test_simulate_cvd_matches_colorspacious() -> None:
     """The matrices as colorspacious (an independent implementation) applies them."""
-    colorspacious = pytest.importorskip("colorspacious")
     rng = np.random.default_rng(0)
     rgb = rng.uniform(0.0, 1.0, size=(50, 3))
     names = {
