@@ -228,3 +228,37 @@ def test_certified_step_proves_nothing_where_the_margin_bound_is_not_negative():
         0.0,
         0.0,
     ]
+
+
+def _mp_derivative(m: int, d: int, base: float) -> float:
+    """F_m'(u) = sum_i t_i alpha_i sin(alpha_i), alpha_i = m b^(-t_i), in 40-digit mpmath."""
+    with mpmath.workdps(40):
+        b, total = mpmath.mpf(base), mpmath.mpf(0)
+        for i in range(d // 2):
+            t = mpmath.mpf(2 * i) / d
+            angle = m * b ** (-t)
+            total += t * angle * mpmath.sin(angle)
+        return float(total)
+
+
+@pytest.mark.parametrize(
+    ("d", "base", "start"),
+    [
+        (128, 1.5, 10**5),
+        (128, 1e4, 0),
+        (128, 6.5e7, 10**6),
+        (64, 1e5, 3 * 10**5),
+        (16, 500.0, 2 * 10**6),
+    ],
+)
+def test_derivative_allowance_covers_the_float64_error(d: int, base: float, start: int) -> None:
+    """The certified step widens |F_m'| by deriv_error(m) for the rounding of the matrix
+    route: that allowance must exceed the actual error (measured against mpmath) at every
+    distance, including large m, where the phases m theta_i lose digits. Measured: the
+    error is 1e-3 of the allowance or less; an allowance growing only linearly in m, or one
+    scaled by 3**-46 instead of 2**-46, falls below it."""
+    terms = cs._Terms(d, math.log(base))
+    ms = np.arange(start, start + 50)
+    _, db = cs._scan(terms, start, start + 50, True)
+    err = np.abs(db - [_mp_derivative(int(m), d, base) for m in ms])
+    assert np.all(err <= terms.deriv_error(ms.astype(np.float64)))
