@@ -7,7 +7,9 @@ to the entries on the same page), ``napoleon`` (NumPy-style docstrings) and ``vi
 
 One thing is added here: docstrings name their neighbours briefly, ``:func:`theta``` inside
 ``rope_lib.rotation``.  Where the page documents that neighbour as ``rope_lib.theta`` (the
-public name), such a reference is resolved to it.  Only names of ``rope_lib.__all__`` are
+public name), such a reference is resolved to it; a constant, documented through its
+module (``rope_lib.taylor.TERM_NAMES``: autodoc finds its ``#:`` comment only there), is
+found there when ``rope_lib.TERM_NAMES`` is not.  Only names of ``rope_lib.__all__`` are
 resolved so; any other missing reference still fails the build (``-n -W``).
 
 It also adds ``_assets/api_reference.css``: on the highlighted source pages, viewcode's
@@ -44,17 +46,37 @@ def _public_target(node: nodes.Element) -> str | None:
     return None
 
 
+def _module_target(target: str) -> str | None:
+    """``rope_lib.MODULE.NAME`` for ``rope_lib.NAME``: a constant is documented through the
+    module that defines it (autodoc finds its ``#:`` comment only there)."""
+    import rope_lib
+
+    name = target.removeprefix("rope_lib.")
+    for module, names in rope_lib.EXPORTS.items():
+        if name in names:
+            return f"rope_lib.{module}.{name}"
+    return None
+
+
 def resolve_public_names(app: Any, env: Any, node: nodes.Element, contnode: nodes.Node) -> Any:
     """``missing-reference`` handler: see the module docstring."""
     if node.get("refdomain") != "py":
         return None
     target = _public_target(node)
-    if target is None or target == node.get("reftarget"):
+    if target is None:
         return None
     domain = env.get_domain("py")
-    return domain.resolve_xref(
-        env, node["refdoc"], app.builder, node["reftype"], target, node, contnode
-    )
+    found = None
+    if target != node.get("reftarget"):
+        found = domain.resolve_xref(
+            env, node["refdoc"], app.builder, node["reftype"], target, node, contnode
+        )
+    qualified = _module_target(target)
+    if found is None and qualified is not None:
+        found = domain.resolve_xref(
+            env, node["refdoc"], app.builder, node["reftype"], qualified, node, contnode
+        )
+    return found
 
 
 def setup(app: Any) -> dict[str, Any]:

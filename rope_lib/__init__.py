@@ -79,7 +79,7 @@ def _public_names(module: str) -> tuple[str, ...]:
 
 
 #: Module -> the public names it defines (its ``__all__``), for every module of
-#: :data:`PUBLIC_MODULES`.  ``tests/test_architecture.py`` checks that importing each module
+#: ``PUBLIC_MODULES``.  ``tests/test_architecture.py`` checks that importing each module
 #: gives the same ``__all__``.
 EXPORTS: dict[str, tuple[str, ...]] = {module: _public_names(module) for module in PUBLIC_MODULES}
 

@@ -1,7 +1,7 @@
 r"""The lower bound on the RoPE base implied by a context length (chapter ``base-bound``).
 
-What this module computes
--------------------------
+What the base-bound module computes
+-----------------------------------
 * :func:`similarity_margin`: :math:`B_m = \sum_{i=0}^{d/2-1}\cos(m\theta_i)`, the expected
   advantage of a key similar to the query over a random key at distance :math:`m`, divided by
   :math:`2\sigma^2` (Men et al. 2024); :func:`similarity_gap_expected` (its closed form for

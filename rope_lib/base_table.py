@@ -1,7 +1,7 @@
 r"""Chapter 7's table of minimum bases, beside the published ones (chapter ``base-bound``).
 
-What this module computes
--------------------------
+The table and the published methods
+------------------------------------
 * :func:`min_base_table`: :func:`rope_lib.base_bound.min_base` for :math:`L = 2^k` and the
   checks beside it, read from a JSON cache keyed on the source files the table's code runs
   (``TABLE_SOURCE_FILES``).
@@ -182,7 +182,7 @@ def min_base_table(
     ``round2`` / ``round2_ok`` (``base`` rounded to two digits and whether that is feasible),
     ``grid2`` (the first feasible base of the two-digit grid, :func:`grid_min_base` with
     ``exact=True``) and, for ``d = 128`` and the published lengths, ``paper``, ``su``
-    (:data:`PUBLISHED_MIN_BASE`) with their horizons and feasibility.
+    (:data:`rope_lib.base_table.PUBLISHED_MIN_BASE`) with their horizons and feasibility.
 
     The rows this call computes are computed on a chain of its own, started afresh at
     :math:`b = 1` whatever :func:`min_base` has memoised in the process, so their evidence and
