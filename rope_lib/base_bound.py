@@ -306,6 +306,15 @@ def min_base_search(
     length = _check_length(context_length)
     d = check_dim(d)
     max_steps = _check_steps(max_steps)
+    return _search_checked(length, d, [max_steps], max_steps)
+
+
+def _search_checked(
+    length: int, d: int, budget: list[int], max_steps: int, memo: dict | None = None
+) -> BaseSearch:
+    """min_base_search for checked arguments, with a ``budget`` the caller may share
+    (:func:`rope_lib.base_table.min_base_table` shares one across its rows) and the chain
+    ``memo`` of :func:`_search`."""
     if length <= 2:
         return BaseSearch(base=1.0, context_length=length, d=d, start=1.0)
     if d == 2:
@@ -313,22 +322,6 @@ def min_base_search(
             "d = 2 has the single frequency theta_0 = 1 for every base, so B_2 = cos 2 < 0: "
             f"no base satisfies the bound for context_length = {length} >= 3"
         )
-    try:
-        return _search(length, d, [max_steps])
-    except _OutOfSteps:
-        raise _budget_error(
-            f"the certified sweep of min_base for context_length = {length}, d = {d}", max_steps
-        ) from None
-
-
-def _search_checked(
-    length: int, d: int, budget: list[int], max_steps: int, memo: dict | None = None
-) -> BaseSearch:
-    """min_base_search for checked arguments with a shared ``budget`` (for the table)."""
-    if length <= 2:
-        return BaseSearch(base=1.0, context_length=length, d=d, start=1.0)
-    if d == 2:
-        raise ValueError(f"d = 2: no base satisfies the bound for context_length = {length}")
     try:
         return _search(length, d, budget, memo)
     except _OutOfSteps:
