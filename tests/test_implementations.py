@@ -880,3 +880,135 @@ def test_size_limits_are_checked_before_allocating():
         score_error([0, 1], 8, n_vectors=10**12)
     with pytest.raises(ValueError, match="offset"):
         score_error([0, 1], 8, offset=2**40)
+
+
+# ------------------------------------------- mutation testing (issue 22): value checks
+
+
+def test_llama_complex_route_rotates_the_keys_as_the_queries():
+    rng = np.random.default_rng(5)
+    B, T, H, d = 1, 6, 2, 8
+    xq = torch.from_numpy(rng.uniform(-1, 1, (B, T, H, d)))
+    xk = torch.from_numpy(rng.uniform(-1, 1, (B, T, H, d)))
+    _, k_out = llama_apply_rotary_emb(xq.float(), xk.float(), llama_precompute_freqs_cis(d, T))
+    expected = rope_2x2(xk.numpy().transpose(0, 2, 1, 3), np.arange(T)).transpose(0, 2, 1, 3)
+    assert np.abs(k_out.double().numpy() - expected).max() < 1e-6
+
+
+def test_qk_scores_without_biases_and_one_key_head_per_query_head():
+    """No biases (b = None adds nothing) and n_kv_heads defaulting to n_heads, at the default
+    base, against explicit 2x2 rotations."""
+    rng = np.random.default_rng(13)
+    T, n_heads, d, d_model = 4, 2, 4, 6
+    x = rng.standard_normal((T, d_model))
+    W_q, W_k = (
+        rng.standard_normal((n_heads * d, d_model)),
+        rng.standard_normal((n_heads * d, d_model)),
+    )
+    pos = np.array([0, 2, 7, 9])
+    got = qk_scores(x, W_q, W_k, n_heads, pos)
+    expected = np.empty((n_heads, T, T))
+    for h in range(n_heads):
+        rows = slice(h * d, (h + 1) * d)
+        for a in range(T):
+            for c in range(T):
+                q = rotation_2x2(pos[a], d) @ (W_q[rows] @ x[a])
+                k = rotation_2x2(pos[c], d) @ (W_k[rows] @ x[c])
+                expected[h, a, c] = q @ k
+    np.testing.assert_allclose(got, expected, atol=1e-10)
+
+
+def test_qk_scores_refusals_name_the_argument_and_the_numbers():
+    x, W = np.ones((3, 12)), np.ones((16, 12))
+    cases = [
+        (
+            (x, np.ones((10, 12)), W, 4, [0, 1, 2]),
+            ValueError,
+            r"W_q.shape\[0\] = 10 must be a multiple of n_heads",
+        ),
+        (
+            (x, W, np.ones((12, 12)), 4, [0, 1, 2], 2),
+            ValueError,
+            r"W_k must have n_kv_heads \* d = 8 rows, got 12$",
+        ),
+        ((np.ones((1, 3, 12)), W, W, 4, [0, 1, 2]), ValueError, r"x must be a 2-D"),
+        ((x, np.ones((1, 16, 12)), W, 4, [0, 1, 2]), ValueError, r"W_q must be a 2-D"),
+        ((x, W, np.ones((1, 16, 12)), 4, [0, 1, 2]), ValueError, r"W_k must be a 2-D"),
+        ((x, W, W, 4, [0, 1, 2], None, np.ones((1, 16))), ValueError, r"b_q must be a 1-D"),
+    ]
+    for args, error, message in cases:
+        with pytest.raises(error, match="^" + message):
+            qk_scores(*args)
+
+
+@pytest.mark.parametrize("base", [None, 500.0])
+def test_float32_angle_error_parts_sum_to_the_recipes_error_at_any_base(base):
+    """As test_float32_angle_error_split, at the default base (10^4) and at 500."""
+    d, pos = 16, np.array([3, 1000, 123457])
+    b = 10000.0 if base is None else base
+    freq, rounding = float32_angle_error(pos, d) if base is None else float32_angle_error(pos, d, b)
+    inv_freq = 1.0 / (b ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    angle32 = (torch.from_numpy(pos).float()[:, None] * inv_freq[None, :]).double().numpy()
+    with mpmath.workdps(40):
+        exact = np.array(
+            [
+                [
+                    float(mpmath.mpf(int(m)) * mpmath.power(b, mpmath.mpf(-2 * i) / d))
+                    for i in range(d // 2)
+                ]
+                for m in pos
+            ]
+        )
+    np.testing.assert_allclose(freq + rounding, angle32 - exact, rtol=0, atol=1e-9)
+    # the frequency part alone: m (theta~ - theta), theta from mpmath
+    with mpmath.workdps(40):
+        th = np.array([float(mpmath.power(b, mpmath.mpf(-2 * i) / d)) for i in range(d // 2)])
+    np.testing.assert_allclose(
+        freq, pos[:, None] * (inv_freq.double().numpy() - th), rtol=1e-6, atol=1e-15
+    )
+
+
+def test_apply_rope_matrix_takes_torch_tensors():
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((3, 6))
+    got = apply_rope_matrix(torch.from_numpy(x), [0, 4, 9])
+    np.testing.assert_allclose(np.asarray(got), rope_2x2(x, [0, 4, 9]), atol=1e-12)
+
+
+def test_score_error_keys_stop_at_position_zero_and_offset_zero_is_allowed(hf):
+    """The key sits at max(m - offset, 0): at m = 0 with offset 1 it is at 0; offset = 0 puts
+    it on the query.  Expected from Hugging Face's pipeline as in the test above, default base."""
+    d, base = 16, 10000.0
+    pos = np.array([0, 5, 3000])
+    for offset in (1, 0):
+        key_pos = np.maximum(pos - offset, 0)
+        rng = np.random.default_rng(0)
+        q = rng.standard_normal((8, pos.size, d)).astype(np.float32)
+        k = rng.standard_normal((8, pos.size, d)).astype(np.float32)
+        emb = hf.make_rotary(d, base)
+        qt, kt = torch.from_numpy(q), torch.from_numpy(k)
+        cq, sq = emb(qt, torch.from_numpy(pos)[None])
+        ck, sk = emb(kt, torch.from_numpy(key_pos)[None])
+        q_hf, _ = hf.apply_rotary_pos_emb(qt, qt, cq[0], sq[0], unsqueeze_dim=0)
+        _, k_hf = hf.apply_rotary_pos_emb(kt, kt, ck[0], sk[0], unsqueeze_dim=0)
+        approx = (q_hf * k_hf).sum(-1).double().numpy()
+        exact = (rope_2x2(q, pos, base, "half") * rope_2x2(k, key_pos, base, "half")).sum(-1)
+        norms = np.linalg.norm(q.astype(float), axis=-1) * np.linalg.norm(k.astype(float), axis=-1)
+        expected = (np.abs(approx - exact) / norms).max(axis=0)
+        got = score_error(pos, d, recipe="float32", offset=offset)
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-12)
+
+
+def test_apply_rope_refusals_quote_the_documented_calls():
+    # The numbers of the calls listed in the docstring appear in the messages.
+    said = apply_rope_refusals()
+    assert said["odd d"][1].endswith("got 7")
+    assert said["one position for 4 rows"][1].startswith(
+        "positions must have one entry per row of x along axis -2: got 1 positions for x of "
+        "shape (4, 8)"
+    )
+    assert said["one axis"][1].endswith("got shape (8,)")
+    assert said["rotary_dim 10 of d = 8"][1].endswith(
+        "= 8 (the number of rotated coordinates), got 10"
+    )
+    assert said["integer tensor"][1].endswith("got dtype torch.int64")
