@@ -1012,3 +1012,125 @@ def test_apply_rope_refusals_quote_the_documented_calls():
         "= 8 (the number of rotated coordinates), got 10"
     )
     assert said["integer tensor"][1].endswith("got dtype torch.int64")
+
+
+def test_refusals_of_the_teaching_routes_from_the_start_of_the_message():
+    f = llama_precompute_freqs_cis(6, 3)
+    ok = torch.ones(1, 3, 2, 6)
+    cases = [
+        (
+            lambda: llama_apply_rotary_emb(torch.ones(2, 3, 4), ok, f),
+            ValueError,
+            r"xq must be a 4-D torch tensor \(batch, N, H, d\), got shape \(2, 3, 4\)$",
+        ),
+        (
+            lambda: llama_apply_rotary_emb(torch.ones(1, 3, 2, 5), ok, f),
+            ValueError,
+            r"xq.shape\[-1\] must be an even integer >= 2",
+        ),
+        (
+            lambda: llama_apply_rotary_emb(ok, ok, "x"),
+            TypeError,
+            r"freqs_cis must be a complex torch tensor .* got 'x' of type str$",
+        ),
+        (
+            lambda: llama_apply_rotary_emb(np.ones((1, 3, 2, 6)), ok, f),
+            TypeError,
+            r"xq must be a 4-D floating torch tensor \(batch, N, H, d\), got array\(",
+        ),
+        (
+            lambda: permute_qk_weight(torch.ones(8, 3, dtype=torch.bool), 1),
+            TypeError,
+            r"weight must be a real tensor, got dtype torch.bool$",
+        ),
+        (
+            lambda: permute_qk_weight(torch.ones(8, 3) + 0j, 1),
+            TypeError,
+            r"weight must be a real tensor, got dtype torch.complex64$",
+        ),
+        (
+            lambda: permute_qk_weight([[1], [1, 2]], 1),
+            TypeError,
+            r"weight must be a real array, got \[\[1\], \[1, 2\]\] of type list$",
+        ),
+        (
+            lambda: permute_qk_weight(np.ones((4, 3), dtype=complex), 1),
+            TypeError,
+            r"weight must be a real array \(float or integer\), got array\(",
+        ),
+        (
+            lambda: permute_qk_weight(np.ones((6, 3)), 2),
+            ValueError,
+            r"weight.shape\[0\] // n_heads must be an even integer >= 2",
+        ),
+        (
+            lambda: qk_scores(
+                np.ones((3, 12)), np.ones((16, 12)), np.ones((8, 10)), 4, [0, 1, 2], 2
+            ),
+            ValueError,
+            r"W_k must have d_model = x.shape\[1\] = 12 columns, got shape \(8, 10\)$",
+        ),
+        (
+            lambda: qk_scores(
+                np.ones((3, 12)), np.ones((16, 10)), np.ones((8, 12)), 4, [0, 1, 2], 2
+            ),
+            ValueError,
+            r"W_q must have d_model = x.shape\[1\] = 12 columns, got shape \(16, 10\)$",
+        ),
+        (
+            lambda: qk_scores(np.ones((3, 12)), np.ones((12, 12)), np.ones((12, 12)), 4, [0, 1, 2]),
+            ValueError,
+            r"W_q.shape\[0\] // n_heads must be an even integer >= 2",
+        ),
+        (
+            lambda: qk_scores(np.ones((3, 6)) * 1e300, np.eye(6), np.eye(6), 3, [0, 1, 2]),
+            ValueError,
+            r"x, W_q and W_k \(with b_q, b_k\) are so large that the scores q\^T k overflow "
+            r"float64; scale x or the weights down$",
+        ),
+    ]
+    for call, error, message in cases:
+        with pytest.raises(error, match="^" + message):
+            call()
+
+
+def test_rotate_half_takes_a_single_vector_and_permutes_torch_weights():
+    # rotate_half and apply_rotate_half work on any (..., d), one axis included; the
+    # permutation of a torch weight stays a torch tensor with the rows of layout_permutation.
+    np.testing.assert_array_equal(
+        rotate_half(np.array([1.0, 2.0, 3.0, 4.0])), [-3.0, -4.0, 1.0, 2.0]
+    )
+    x, c, s = np.array([1.0, 2.0]), np.array([0.5, 0.5]), np.array([0.25, 0.25])
+    np.testing.assert_allclose(apply_rotate_half(x, c, s), [0.5 - 0.5, 1.0 + 0.25])
+    w = torch.arange(8.0)[:, None].repeat(1, 3)
+    out = permute_qk_weight(w, 1)
+    assert isinstance(out, torch.Tensor)
+    np.testing.assert_array_equal(out[:, 0].numpy(), [0, 2, 4, 6, 1, 3, 5, 7])
+
+
+def test_qk_scores_size_limit_sits_at_max_elements(monkeypatch):
+    import rope_lib._validate as validate
+
+    x = np.ones((3, 4))
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 18)  # n_heads * N * N = 2 * 3 * 3
+    qk_scores(x, np.ones((8, 4)), np.ones((8, 4)), 2, [0, 1, 2])
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 17)
+    with pytest.raises(
+        ValueError,
+        match=r"^the scores of shape \(n_heads, N, N\) = \(2, 3, 3\) would have 18 elements",
+    ):
+        qk_scores(x, np.ones((8, 4)), np.ones((8, 4)), 2, [0, 1, 2])
+
+
+def test_rotate_half_tables_are_hugging_faces_float32_tables(hf):
+    # rotate_half_cos_sin uses the float32 recipe of LlamaRotaryEmbedding: at position 10^5
+    # it differs from exact tables by about 1e-3 but matches Hugging Face's.
+    d, base, pos = 16, 10000.0, np.array([0, 7, 10**5])
+    c, s = rotate_half_cos_sin(pos, d, base)
+    assert c.shape == (3, d) and s.shape == (3, d)
+    emb = hf.make_rotary(d, base)
+    c_hf, s_hf = emb(torch.zeros(1, 3, d), torch.from_numpy(pos)[None])
+    np.testing.assert_allclose(c.numpy(), c_hf[0].numpy(), atol=2e-6)
+    np.testing.assert_allclose(s.numpy(), s_hf[0].numpy(), atol=2e-6)
+    exact = np.cos(pos[-1] * np.array(freqs_math(d, base)))
+    assert np.abs(c.numpy()[-1, : d // 2] - exact).max() > 1e-4
