@@ -1134,3 +1134,26 @@ def test_rotate_half_tables_are_hugging_faces_float32_tables(hf):
     np.testing.assert_allclose(s.numpy(), s_hf[0].numpy(), atol=2e-6)
     exact = np.cos(pos[-1] * np.array(freqs_math(d, base)))
     assert np.abs(c.numpy()[-1, : d // 2] - exact).max() > 1e-4
+
+
+def test_rope_lib_and_bfloat16_tables_are_rounded_as_documented():
+    """ "rope_lib": float64 cos/sin (math.cos of m * b^(-2i/d)) rounded once to float32;
+    "bfloat16_tables": both tables rounded to bfloat16 (bit rounding written out above);
+    table_error of "rope_lib" is that float32 rounding, measured against float64."""
+    import math
+
+    d, base, pos = 8, 10000.0, np.array([1, 3, 77, 12345])
+    ang = [[float(m) * th for th in freqs_math(d, base)] for m in pos]
+    c64 = np.array([[math.cos(a) for a in row] for row in ang])
+    s64 = np.array([[math.sin(a) for a in row] for row in ang])
+    c, s = cos_sin_tables(pos, d, base, "rope_lib")
+    np.testing.assert_allclose(c, c64.astype(np.float32), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(s, s64.astype(np.float32), rtol=0, atol=1e-15)
+    err = np.maximum(np.abs(c64.astype(np.float32) - c64), np.abs(s64.astype(np.float32) - s64))
+    np.testing.assert_allclose(table_error(pos, d, base, "rope_lib"), err.max(axis=1), atol=1e-13)
+    assert np.all(err.max(axis=1) > 0)
+    cb, sb = cos_sin_tables(pos, d, base, "bfloat16_tables")
+    c32, s32 = cos_sin_tables(pos, d, base, "float32")
+    np.testing.assert_array_equal(cb, round_to_bfloat16(c32))
+    np.testing.assert_array_equal(sb, round_to_bfloat16(s32))
+    assert np.any(sb != s32)
