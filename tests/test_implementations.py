@@ -1157,3 +1157,56 @@ def test_rope_lib_and_bfloat16_tables_are_rounded_as_documented():
     np.testing.assert_array_equal(cb, round_to_bfloat16(c32))
     np.testing.assert_array_equal(sb, round_to_bfloat16(s32))
     assert np.any(sb != s32)
+
+
+def test_limits_of_the_table_functions_and_their_messages(monkeypatch):
+    import rope_lib._validate as validate
+
+    cases = [
+        (
+            lambda: llama_precompute_freqs_cis(4, 2**32 + 1),
+            r"end must be an integer <= 4294967296, got 4294967297; positions beyond 2\*\*32 are "
+            r"refused everywhere$",
+        ),
+        (
+            lambda: score_error([0, 1], 4, offset=2**32 + 1),
+            r"offset must be an integer <= 4294967296, got 4294967297; MAX_POSITION, the largest "
+            r"position rope_lib accepts$",
+        ),
+        (
+            lambda: float32_angle_error([2**24], 4),
+            r"positions must be below 2\*\*24 in absolute value \(exact in float32\)$",
+        ),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match="^" + message):
+            call()
+    # no positions: empty parts, not an error
+    freq, rounding = float32_angle_error([], 4)
+    assert freq.shape == rounding.shape == (0, 2)
+    # the size checks count the result exactly (3 x 3 table; 2 vectors x 3 positions x 4)
+    for n, call, message in [
+        (
+            9,
+            lambda: llama_precompute_freqs_cis(6, 3),
+            r"freqs_cis of shape \(end, d/2\) = \(3, 3\) would have 9 elements",
+        ),
+        (
+            24,
+            lambda: score_error([0, 1, 2], 4, n_vectors=2),
+            r"the n_vectors = 2 random queries of shape \(N, d\) = \(3, 4\) would have 24 "
+            r"elements, .*; lower n_vectors$",
+        ),
+    ]:
+        monkeypatch.setattr(validate, "MAX_ELEMENTS", n)
+        call()
+        monkeypatch.setattr(validate, "MAX_ELEMENTS", n - 1)
+        with pytest.raises(ValueError, match="^" + message):
+            call()
+
+
+def test_rotate_half_tables_default_to_base_ten_thousand(hf):
+    c, s = rotate_half_cos_sin(np.array([0, 7, 300]), 8)
+    c_hf, s_hf = hf.make_rotary(8, 10000.0)(torch.zeros(1, 3, 8), torch.tensor([[0, 7, 300]]))
+    np.testing.assert_allclose(c.numpy(), c_hf[0].numpy(), atol=2e-6)
+    np.testing.assert_allclose(s.numpy(), s_hf[0].numpy(), atol=2e-6)
