@@ -1210,3 +1210,13 @@ def test_rotate_half_tables_default_to_base_ten_thousand(hf):
     c_hf, s_hf = hf.make_rotary(8, 10000.0)(torch.zeros(1, 3, 8), torch.tensor([[0, 7, 300]]))
     np.testing.assert_allclose(c.numpy(), c_hf[0].numpy(), atol=2e-6)
     np.testing.assert_allclose(s.numpy(), s_hf[0].numpy(), atol=2e-6)
+
+
+def test_llama_route_takes_a_tensor_whose_last_axis_is_not_contiguous():
+    # x = y.transpose(-1, -2): the pairs cannot be viewed as complex numbers in place, so
+    # the route copies them once into contiguous memory; the result is the 2x2 route's.
+    y = torch.from_numpy(np.random.default_rng(16).uniform(-1, 1, (1, 3, 4, 2)))
+    x = y.transpose(-1, -2)  # (batch, N, H, d) = (1, 3, 2, 4), last-axis stride 2
+    q_out, _ = llama_apply_rotary_emb(x.float(), x.float(), llama_precompute_freqs_cis(4, 3))
+    expected = rope_2x2(x.numpy().transpose(0, 2, 1, 3), np.arange(3)).transpose(0, 2, 1, 3)
+    assert np.abs(q_out.double().numpy() - expected).max() < 1e-6
