@@ -737,3 +737,44 @@ def test_shift_isometry_refuses_vectors_whose_inner_products_overflow() -> None:
     vectors = sinusoidal(np.arange(40), 4, base=10.0) * 1e300
     with pytest.raises(ValueError, match=r"vectors are so large"):
         shift_isometry(vectors)
+
+
+# ------------------------------------------- mutation testing (issue 22): edges and limits
+
+
+def test_shift_isometry_of_one_dimensional_vectors_and_at_the_overflow_edge():
+    # D = 1: p_m = (-1)^m c is shifted by U = [[-1]] (p_(m+1) = -p_m), by hand.
+    np.testing.assert_allclose(shift_isometry([[2.0], [-2.0], [2.0]]), [[-1.0]], atol=1e-12)
+    # |p| = 1e150 with D = 1 sits exactly at sqrt(max float / D)'s stand-in 1e150 / sqrt(D):
+    # accepted (p_m constant: U = [[1]]); with D = 4 the edge is 1e150 / 2, and 1e150 is refused.
+    np.testing.assert_allclose(shift_isometry([[1e150], [1e150]]), [[1.0]], atol=1e-12)
+    with pytest.raises(
+        ValueError,
+        match=r"^vectors are so large that their inner products overflow float64: rescale "
+        r"them \(the map U does not depend on a common scale\)$",
+    ):
+        shift_isometry(np.full((2, 4), 1e150))
+
+
+def test_size_limits_of_the_score_and_the_shift_sit_at_max_elements(monkeypatch):
+    import rope_lib._validate as validate
+
+    for n, call, message in [
+        (
+            6,
+            lambda: diagonal_h_score([0, 1, 2], 0, np.ones(4)),
+            r"the table of angles \(broadcast size of m and n x len\(h\) / 2\) would have 6 "
+            r"elements, .*; pass fewer positions at a time$",
+        ),
+        (
+            9,
+            lambda: shift_isometry([[2.0], [-2.0], [2.0]]),
+            r"the Gram matrix and the map U \(N x N and D x D for vectors of shape \(N, D\)\) "
+            r"would have 9 elements, .*; pass fewer or shorter vectors$",
+        ),
+    ]:
+        monkeypatch.setattr(validate, "MAX_ELEMENTS", n)
+        call()
+        monkeypatch.setattr(validate, "MAX_ELEMENTS", n - 1)
+        with pytest.raises(ValueError, match="^" + message):
+            call()
