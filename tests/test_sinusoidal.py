@@ -778,3 +778,15 @@ def test_size_limits_of_the_score_and_the_shift_sit_at_max_elements(monkeypatch)
         monkeypatch.setattr(validate, "MAX_ELEMENTS", n - 1)
         with pytest.raises(ValueError, match="^" + message):
             call()
+
+
+def test_diagonal_h_score_at_the_default_base_by_hand():
+    # sum_i h_2i cos(m t_i) cos(n t_i) + h_2i+1 sin(m t_i) sin(n t_i), t_i = 10^4^(-2i/d)
+    h, m, n = np.array([0.5, -1.0, 2.0, 0.25]), 3.0, 11.0
+    t = ref_theta(4, 10000.0)
+    expected = sum(
+        h[2 * i] * math.cos(m * t[i]) * math.cos(n * t[i])
+        + h[2 * i + 1] * math.sin(m * t[i]) * math.sin(n * t[i])
+        for i in range(2)
+    )
+    assert diagonal_h_score(m, n, h) == pytest.approx(expected, rel=1e-13)
