@@ -790,3 +790,32 @@ def test_diagonal_h_score_at_the_default_base_by_hand():
         for i in range(2)
     )
     assert diagonal_h_score(m, n, h) == pytest.approx(expected, rel=1e-13)
+
+
+def test_diagonal_h_parts_at_the_default_base_by_hand():
+    # relative = sum_i (h_2i + h_2i+1)/2 cos((m - n) t_i), absolute with h_2i - h_2i+1 and m + n
+    h, m, n = np.array([0.5, -1.0, 2.0, 0.25]), 3.0, 11.0
+    t = ref_theta(4, 10000.0)
+    rel = sum(0.5 * (h[2 * i] + h[2 * i + 1]) * math.cos((m - n) * t[i]) for i in range(2))
+    ab = sum(0.5 * (h[2 * i] - h[2 * i + 1]) * math.cos((m + n) * t[i]) for i in range(2))
+    got = diagonal_h_parts(m, n, h)
+    assert got[0] == pytest.approx(rel, rel=1e-13) and got[1] == pytest.approx(ab, rel=1e-13)
+
+
+def test_h_and_u_checks_at_their_edges():
+    from rope_lib._validate import MAX_DIM
+
+    # h: a 2-D array is refused even when its first axis has an even length >= 2; the
+    # largest allowed length MAX_DIM is accepted
+    with pytest.raises(ValueError, match=r"^h must be a 1-D array of even length >= 2"):
+        diagonal_h_score(0, 1, np.ones((2, 4)))
+    assert diagonal_h_score(0, 0, np.ones(MAX_DIM)) == pytest.approx(MAX_DIM / 2)
+    # u: max |U^T U - I| equal to atol is accepted (the check is "> atol"): 1.25^2 - 1 = 0.5625
+    # exactly; a smaller atol refuses it, and the interval in the message is open at both ends
+    orthogonal_normal_form([[1.25]], atol=0.5625)
+    with pytest.raises(ValueError, match=r"^u must be orthogonal: max \|U\^T U - I\| = 0.562"):
+        orthogonal_normal_form([[1.25]], atol=0.5)
+    with pytest.raises(
+        ValueError, match=r"^atol must be a finite real number in \(0.0, inf\), got"
+    ):
+        orthogonal_normal_form([[1.0]], atol=-1.0)
