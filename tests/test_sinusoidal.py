@@ -819,3 +819,26 @@ def test_h_and_u_checks_at_their_edges():
         ValueError, match=r"^atol must be a finite real number in \(0.0, inf\), got"
     ):
         orthogonal_normal_form([[1.0]], atol=-1.0)
+
+
+def test_shift_matrix_at_the_default_base_moves_the_encoding():
+    # D_k P_m = P_(m+k) for Vaswani's layout at b = 10^4, with P from eq. (3.5) by hand
+    D = shift_matrix(3.0, 6)
+    for m in (0.0, 5.0, 40.0):
+        np.testing.assert_allclose(
+            D @ ref_sinusoidal([m], 6, 1e4)[0], ref_sinusoidal([m + 3.0], 6, 1e4)[0], atol=1e-13
+        )
+
+
+def test_complex_encoding_size_limit_and_message(monkeypatch):
+    import rope_lib._validate as validate
+
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 12)  # 3 positions x d = 4
+    complex_encoding([0, 1, 2], 4)
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 11)
+    with pytest.raises(
+        ValueError,
+        match=r"^the encoding \(len\(positions\) x d\) would have 12 elements, .*; encode fewer "
+        r"positions at a time$",
+    ):
+        complex_encoding([0, 1, 2], 4)
