@@ -842,3 +842,31 @@ def test_complex_encoding_size_limit_and_message(monkeypatch):
         r"positions at a time$",
     ):
         complex_encoding([0, 1, 2], 4)
+
+
+def test_gram_matrix_size_checks_count_m_by_n(monkeypatch):
+    import rope_lib._validate as validate
+
+    # 3 x 1 Gram matrix of d = 2 encodings: the largest table is the encoding, 3 x 2 = 6
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 6)
+    np.testing.assert_allclose(
+        gram_matrix([0, 1, 2], 2, n_positions=[0]),
+        ref_sinusoidal([0, 1, 2], 2, 1e4) @ [[0.0], [1.0]],
+    )
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 5)
+    with pytest.raises(
+        ValueError,
+        match=r"^the encoding \(len\(positions\) x d\) would have 6 elements, .*; encode fewer "
+        r"positions at a time$",
+    ):
+        gram_matrix([0, 1, 2], 2, n_positions=[0])
+    # 3 x 4: the Gram matrix, 12, is the largest
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 12)
+    gram_matrix([0, 1, 2], 2, n_positions=[0, 1, 2, 3])
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 11)
+    with pytest.raises(
+        ValueError,
+        match=r"^the Gram matrix \(len\(m_positions\) x len\(n_positions\)\) would have 12 "
+        r"elements, .*; pass fewer positions$",
+    ):
+        gram_matrix([0, 1, 2], 2, n_positions=[0, 1, 2, 3])
