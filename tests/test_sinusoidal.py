@@ -870,3 +870,17 @@ def test_gram_matrix_size_checks_count_m_by_n(monkeypatch):
         r"elements, .*; pass fewer positions$",
     ):
         gram_matrix([0, 1, 2], 2, n_positions=[0, 1, 2, 3])
+
+
+def test_sinusoidal_size_limit_and_message(monkeypatch):
+    import rope_lib._validate as validate
+
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 12)  # 3 positions x d = 4
+    np.testing.assert_allclose(sinusoidal([0, 1, 2], 4), ref_sinusoidal([0, 1, 2], 4, 1e4))
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 11)
+    with pytest.raises(
+        ValueError,
+        match=r"^the encoding \(len\(positions\) x d\) would have 12 elements, .*; encode fewer "
+        r"positions at a time$",
+    ):
+        sinusoidal([0, 1, 2], 4)
