@@ -1220,3 +1220,12 @@ def test_llama_route_takes_a_tensor_whose_last_axis_is_not_contiguous():
     q_out, _ = llama_apply_rotary_emb(x.float(), x.float(), llama_precompute_freqs_cis(4, 3))
     expected = rope_2x2(x.numpy().transpose(0, 2, 1, 3), np.arange(3)).transpose(0, 2, 1, 3)
     assert np.abs(q_out.double().numpy() - expected).max() < 1e-6
+
+
+def test_qk_scores_refuses_projections_that_overflow_without_a_warning():
+    # W_q x = 1e310 overflows to inf, and rotating it makes inf - inf = nan: still one clean
+    # refusal naming x and the weights, with no numpy warning on the way (fuzz item 17).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"^x, W_q and W_k \(with b_q, b_k\) are so large"):
+            qk_scores(np.full((3, 6), 1e300), 1e10 * np.eye(6), np.eye(6), 3, [0, 1, 2])
