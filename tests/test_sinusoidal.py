@@ -884,3 +884,26 @@ def test_sinusoidal_size_limit_and_message(monkeypatch):
         r"positions at a time$",
     ):
         sinusoidal([0, 1, 2], 4)
+
+
+def test_shift_isometry_is_the_identity_off_the_span():
+    # p_m = (cos m w, sin m w, 0): U turns the (x, y) plane by w and, by its definition, is the
+    # identity on the orthogonal complement of span(p_m), here the z axis (by hand).
+    w = 0.7
+    p = np.array([[math.cos(m * w), math.sin(m * w), 0.0] for m in range(6)])
+    c, s = math.cos(w), math.sin(w)
+    expected = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    np.testing.assert_allclose(shift_isometry(p), expected, atol=1e-9)
+
+
+def test_shift_matrix_size_limit_and_message(monkeypatch):
+    import rope_lib._validate as validate
+
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 16)
+    shift_matrix(1.0, 4)
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 15)
+    with pytest.raises(
+        ValueError,
+        match=r"^the shift matrix \(d x d\) would have 16 elements, .*; use a smaller d$",
+    ):
+        shift_matrix(1.0, 4)
