@@ -907,3 +907,15 @@ def test_shift_matrix_size_limit_and_message(monkeypatch):
         match=r"^the shift matrix \(d x d\) would have 16 elements, .*; use a smaller d$",
     ):
         shift_matrix(1.0, 4)
+
+
+def test_shift_isometry_refusals_are_scale_free():
+    with pytest.raises(ValueError, match=r"^vectors are all zero; there is no span to act on$"):
+        shift_isometry(np.zeros((2, 2)))
+    # small vectors, 1e-3 * (cos m w, sin m w), one entry moved by 1e-6 (relative 1e-3): the
+    # Gram matrix is no longer Toeplitz, by far more than atol = 1e-9 relative to its scale,
+    # so the refusal must not depend on the vectors' absolute size
+    p = 1e-3 * np.array([[math.cos(0.7 * m), math.sin(0.7 * m)] for m in range(5)])
+    p[2, 0] += 1e-6
+    with pytest.raises(ValueError, match=r"^the inner products of the rows of vectors do not"):
+        shift_isometry(p)
