@@ -880,3 +880,352 @@ def test_size_limits_are_checked_before_allocating():
         score_error([0, 1], 8, n_vectors=10**12)
     with pytest.raises(ValueError, match="offset"):
         score_error([0, 1], 8, offset=2**40)
+
+
+# ------------------------------------------- mutation testing (issue 22): value checks
+
+
+def test_llama_complex_route_rotates_the_keys_as_the_queries():
+    rng = np.random.default_rng(5)
+    B, T, H, d = 1, 6, 2, 8
+    xq = torch.from_numpy(rng.uniform(-1, 1, (B, T, H, d)))
+    xk = torch.from_numpy(rng.uniform(-1, 1, (B, T, H, d)))
+    _, k_out = llama_apply_rotary_emb(xq.float(), xk.float(), llama_precompute_freqs_cis(d, T))
+    expected = rope_2x2(xk.numpy().transpose(0, 2, 1, 3), np.arange(T)).transpose(0, 2, 1, 3)
+    assert np.abs(k_out.double().numpy() - expected).max() < 1e-6
+
+
+def test_qk_scores_without_biases_and_one_key_head_per_query_head():
+    """No biases (b = None adds nothing) and n_kv_heads defaulting to n_heads, at the default
+    base, against explicit 2x2 rotations."""
+    rng = np.random.default_rng(13)
+    T, n_heads, d, d_model = 4, 2, 4, 6
+    x = rng.standard_normal((T, d_model))
+    W_q, W_k = (
+        rng.standard_normal((n_heads * d, d_model)),
+        rng.standard_normal((n_heads * d, d_model)),
+    )
+    pos = np.array([0, 2, 7, 9])
+    got = qk_scores(x, W_q, W_k, n_heads, pos)
+    expected = np.empty((n_heads, T, T))
+    for h in range(n_heads):
+        rows = slice(h * d, (h + 1) * d)
+        for a in range(T):
+            for c in range(T):
+                q = rotation_2x2(pos[a], d) @ (W_q[rows] @ x[a])
+                k = rotation_2x2(pos[c], d) @ (W_k[rows] @ x[c])
+                expected[h, a, c] = q @ k
+    np.testing.assert_allclose(got, expected, atol=1e-10)
+
+
+def test_qk_scores_refusals_name_the_argument_and_the_numbers():
+    x, W = np.ones((3, 12)), np.ones((16, 12))
+    cases = [
+        (
+            (x, np.ones((10, 12)), W, 4, [0, 1, 2]),
+            ValueError,
+            r"W_q.shape\[0\] = 10 must be a multiple of n_heads",
+        ),
+        (
+            (x, W, np.ones((12, 12)), 4, [0, 1, 2], 2),
+            ValueError,
+            r"W_k must have n_kv_heads \* d = 8 rows, got 12$",
+        ),
+        ((np.ones((1, 3, 12)), W, W, 4, [0, 1, 2]), ValueError, r"x must be a 2-D"),
+        ((x, np.ones((1, 16, 12)), W, 4, [0, 1, 2]), ValueError, r"W_q must be a 2-D"),
+        ((x, W, np.ones((1, 16, 12)), 4, [0, 1, 2]), ValueError, r"W_k must be a 2-D"),
+        ((x, W, W, 4, [0, 1, 2], None, np.ones((1, 16))), ValueError, r"b_q must be a 1-D"),
+    ]
+    for args, error, message in cases:
+        with pytest.raises(error, match="^" + message):
+            qk_scores(*args)
+
+
+@pytest.mark.parametrize("base", [None, 500.0])
+def test_float32_angle_error_parts_sum_to_the_recipes_error_at_any_base(base):
+    """As test_float32_angle_error_split, at the default base (10^4) and at 500."""
+    d, pos = 16, np.array([3, 1000, 123457])
+    b = 10000.0 if base is None else base
+    freq, rounding = float32_angle_error(pos, d) if base is None else float32_angle_error(pos, d, b)
+    inv_freq = 1.0 / (b ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    angle32 = (torch.from_numpy(pos).float()[:, None] * inv_freq[None, :]).double().numpy()
+    with mpmath.workdps(40):
+        exact = np.array(
+            [
+                [
+                    float(mpmath.mpf(int(m)) * mpmath.power(b, mpmath.mpf(-2 * i) / d))
+                    for i in range(d // 2)
+                ]
+                for m in pos
+            ]
+        )
+    np.testing.assert_allclose(freq + rounding, angle32 - exact, rtol=0, atol=1e-9)
+    # the frequency part alone: m (theta~ - theta), theta from mpmath
+    with mpmath.workdps(40):
+        th = np.array([float(mpmath.power(b, mpmath.mpf(-2 * i) / d)) for i in range(d // 2)])
+    np.testing.assert_allclose(
+        freq, pos[:, None] * (inv_freq.double().numpy() - th), rtol=1e-6, atol=1e-15
+    )
+
+
+def test_apply_rope_matrix_takes_torch_tensors():
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((3, 6))
+    got = apply_rope_matrix(torch.from_numpy(x), [0, 4, 9])
+    np.testing.assert_allclose(np.asarray(got), rope_2x2(x, [0, 4, 9]), atol=1e-12)
+
+
+def test_score_error_keys_stop_at_position_zero_and_offset_zero_is_allowed(hf):
+    """The key sits at max(m - offset, 0): at m = 0 with offset 1 it is at 0; offset = 0 puts
+    it on the query.  Expected from Hugging Face's pipeline as in the test above, default base."""
+    d, base = 16, 10000.0
+    pos = np.array([0, 5, 3000])
+    for offset in (1, 0):
+        key_pos = np.maximum(pos - offset, 0)
+        rng = np.random.default_rng(0)
+        q = rng.standard_normal((8, pos.size, d)).astype(np.float32)
+        k = rng.standard_normal((8, pos.size, d)).astype(np.float32)
+        emb = hf.make_rotary(d, base)
+        qt, kt = torch.from_numpy(q), torch.from_numpy(k)
+        cq, sq = emb(qt, torch.from_numpy(pos)[None])
+        ck, sk = emb(kt, torch.from_numpy(key_pos)[None])
+        q_hf, _ = hf.apply_rotary_pos_emb(qt, qt, cq[0], sq[0], unsqueeze_dim=0)
+        _, k_hf = hf.apply_rotary_pos_emb(kt, kt, ck[0], sk[0], unsqueeze_dim=0)
+        approx = (q_hf * k_hf).sum(-1).double().numpy()
+        exact = (rope_2x2(q, pos, base, "half") * rope_2x2(k, key_pos, base, "half")).sum(-1)
+        norms = np.linalg.norm(q.astype(float), axis=-1) * np.linalg.norm(k.astype(float), axis=-1)
+        expected = (np.abs(approx - exact) / norms).max(axis=0)
+        got = score_error(pos, d, recipe="float32", offset=offset)
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-12)
+
+
+def test_apply_rope_refusals_quote_the_documented_calls():
+    # The numbers of the calls listed in the docstring appear in the messages.
+    said = apply_rope_refusals()
+    assert said["odd d"][1].endswith("got 7")
+    assert said["one position for 4 rows"][1].startswith(
+        "positions must have one entry per row of x along axis -2: got 1 positions for x of "
+        "shape (4, 8)"
+    )
+    assert said["one axis"][1].endswith("got shape (8,)")
+    assert said["rotary_dim 10 of d = 8"][1].endswith(
+        "= 8 (the number of rotated coordinates), got 10"
+    )
+    assert said["integer tensor"][1].endswith("got dtype torch.int64")
+
+
+def test_refusals_of_the_teaching_routes_from_the_start_of_the_message():
+    f = llama_precompute_freqs_cis(6, 3)
+    ok = torch.ones(1, 3, 2, 6)
+    cases = [
+        (
+            lambda: llama_apply_rotary_emb(torch.ones(2, 3, 4), ok, f),
+            ValueError,
+            r"xq must be a 4-D torch tensor \(batch, N, H, d\), got shape \(2, 3, 4\)$",
+        ),
+        (
+            lambda: llama_apply_rotary_emb(torch.ones(1, 3, 2, 5), ok, f),
+            ValueError,
+            r"xq.shape\[-1\] must be an even integer >= 2",
+        ),
+        (
+            lambda: llama_apply_rotary_emb(ok, ok, "x"),
+            TypeError,
+            r"freqs_cis must be a complex torch tensor .* got 'x' of type str$",
+        ),
+        (
+            lambda: llama_apply_rotary_emb(np.ones((1, 3, 2, 6)), ok, f),
+            TypeError,
+            r"xq must be a 4-D floating torch tensor \(batch, N, H, d\), got array\(",
+        ),
+        (
+            lambda: permute_qk_weight(torch.ones(8, 3, dtype=torch.bool), 1),
+            TypeError,
+            r"weight must be a real tensor, got dtype torch.bool$",
+        ),
+        (
+            lambda: permute_qk_weight(torch.ones(8, 3) + 0j, 1),
+            TypeError,
+            r"weight must be a real tensor, got dtype torch.complex64$",
+        ),
+        (
+            lambda: permute_qk_weight([[1], [1, 2]], 1),
+            TypeError,
+            r"weight must be a real array, got \[\[1\], \[1, 2\]\] of type list$",
+        ),
+        (
+            lambda: permute_qk_weight(np.ones((4, 3), dtype=complex), 1),
+            TypeError,
+            r"weight must be a real array \(float or integer\), got array\(",
+        ),
+        (
+            lambda: permute_qk_weight(np.ones((6, 3)), 2),
+            ValueError,
+            r"weight.shape\[0\] // n_heads must be an even integer >= 2",
+        ),
+        (
+            lambda: qk_scores(
+                np.ones((3, 12)), np.ones((16, 12)), np.ones((8, 10)), 4, [0, 1, 2], 2
+            ),
+            ValueError,
+            r"W_k must have d_model = x.shape\[1\] = 12 columns, got shape \(8, 10\)$",
+        ),
+        (
+            lambda: qk_scores(
+                np.ones((3, 12)), np.ones((16, 10)), np.ones((8, 12)), 4, [0, 1, 2], 2
+            ),
+            ValueError,
+            r"W_q must have d_model = x.shape\[1\] = 12 columns, got shape \(16, 10\)$",
+        ),
+        (
+            lambda: qk_scores(np.ones((3, 12)), np.ones((12, 12)), np.ones((12, 12)), 4, [0, 1, 2]),
+            ValueError,
+            r"W_q.shape\[0\] // n_heads must be an even integer >= 2",
+        ),
+        (
+            lambda: qk_scores(np.ones((3, 6)) * 1e300, np.eye(6), np.eye(6), 3, [0, 1, 2]),
+            ValueError,
+            r"x, W_q and W_k \(with b_q, b_k\) are so large that the scores q\^T k overflow "
+            r"float64; scale x or the weights down$",
+        ),
+    ]
+    for call, error, message in cases:
+        with pytest.raises(error, match="^" + message):
+            call()
+
+
+def test_rotate_half_takes_a_single_vector_and_permutes_torch_weights():
+    # rotate_half and apply_rotate_half work on any (..., d), one axis included; the
+    # permutation of a torch weight stays a torch tensor with the rows of layout_permutation.
+    np.testing.assert_array_equal(
+        rotate_half(np.array([1.0, 2.0, 3.0, 4.0])), [-3.0, -4.0, 1.0, 2.0]
+    )
+    x, c, s = np.array([1.0, 2.0]), np.array([0.5, 0.5]), np.array([0.25, 0.25])
+    np.testing.assert_allclose(apply_rotate_half(x, c, s), [0.5 - 0.5, 1.0 + 0.25])
+    w = torch.arange(8.0)[:, None].repeat(1, 3)
+    out = permute_qk_weight(w, 1)
+    assert isinstance(out, torch.Tensor)
+    np.testing.assert_array_equal(out[:, 0].numpy(), [0, 2, 4, 6, 1, 3, 5, 7])
+
+
+def test_qk_scores_size_limit_sits_at_max_elements(monkeypatch):
+    import rope_lib._validate as validate
+
+    x = np.ones((3, 4))
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 18)  # n_heads * N * N = 2 * 3 * 3
+    qk_scores(x, np.ones((8, 4)), np.ones((8, 4)), 2, [0, 1, 2])
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 17)
+    with pytest.raises(
+        ValueError,
+        match=r"^the scores of shape \(n_heads, N, N\) = \(2, 3, 3\) would have 18 elements",
+    ):
+        qk_scores(x, np.ones((8, 4)), np.ones((8, 4)), 2, [0, 1, 2])
+
+
+def test_rotate_half_tables_are_hugging_faces_float32_tables(hf):
+    # rotate_half_cos_sin uses the float32 recipe of LlamaRotaryEmbedding: at position 10^5
+    # it differs from exact tables by about 1e-3 but matches Hugging Face's.
+    d, base, pos = 16, 10000.0, np.array([0, 7, 10**5])
+    c, s = rotate_half_cos_sin(pos, d, base)
+    assert c.shape == (3, d) and s.shape == (3, d)
+    emb = hf.make_rotary(d, base)
+    c_hf, s_hf = emb(torch.zeros(1, 3, d), torch.from_numpy(pos)[None])
+    np.testing.assert_allclose(c.numpy(), c_hf[0].numpy(), atol=2e-6)
+    np.testing.assert_allclose(s.numpy(), s_hf[0].numpy(), atol=2e-6)
+    exact = np.cos(pos[-1] * np.array(freqs_math(d, base)))
+    assert np.abs(c.numpy()[-1, : d // 2] - exact).max() > 1e-4
+
+
+def test_rope_lib_and_bfloat16_tables_are_rounded_as_documented():
+    """ "rope_lib": float64 cos/sin (math.cos of m * b^(-2i/d)) rounded once to float32;
+    "bfloat16_tables": both tables rounded to bfloat16 (bit rounding written out above);
+    table_error of "rope_lib" is that float32 rounding, measured against float64."""
+    import math
+
+    d, base, pos = 8, 10000.0, np.array([1, 3, 77, 12345])
+    ang = [[float(m) * th for th in freqs_math(d, base)] for m in pos]
+    c64 = np.array([[math.cos(a) for a in row] for row in ang])
+    s64 = np.array([[math.sin(a) for a in row] for row in ang])
+    c, s = cos_sin_tables(pos, d, base, "rope_lib")
+    np.testing.assert_allclose(c, c64.astype(np.float32), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(s, s64.astype(np.float32), rtol=0, atol=1e-15)
+    err = np.maximum(np.abs(c64.astype(np.float32) - c64), np.abs(s64.astype(np.float32) - s64))
+    np.testing.assert_allclose(table_error(pos, d, base, "rope_lib"), err.max(axis=1), atol=1e-13)
+    assert np.all(err.max(axis=1) > 0)
+    cb, sb = cos_sin_tables(pos, d, base, "bfloat16_tables")
+    c32, s32 = cos_sin_tables(pos, d, base, "float32")
+    np.testing.assert_array_equal(cb, round_to_bfloat16(c32))
+    np.testing.assert_array_equal(sb, round_to_bfloat16(s32))
+    assert np.any(sb != s32)
+
+
+def test_limits_of_the_table_functions_and_their_messages(monkeypatch):
+    import rope_lib._validate as validate
+
+    cases = [
+        (
+            lambda: llama_precompute_freqs_cis(4, 2**32 + 1),
+            r"end must be an integer <= 4294967296, got 4294967297; positions beyond 2\*\*32 are "
+            r"refused everywhere$",
+        ),
+        (
+            lambda: score_error([0, 1], 4, offset=2**32 + 1),
+            r"offset must be an integer <= 4294967296, got 4294967297; MAX_POSITION, the largest "
+            r"position rope_lib accepts$",
+        ),
+        (
+            lambda: float32_angle_error([2**24], 4),
+            r"positions must be below 2\*\*24 in absolute value \(exact in float32\)$",
+        ),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match="^" + message):
+            call()
+    # no positions: empty parts, not an error
+    freq, rounding = float32_angle_error([], 4)
+    assert freq.shape == rounding.shape == (0, 2)
+    # the size checks count the result exactly (3 x 3 table; 2 vectors x 3 positions x 4)
+    for n, call, message in [
+        (
+            9,
+            lambda: llama_precompute_freqs_cis(6, 3),
+            r"freqs_cis of shape \(end, d/2\) = \(3, 3\) would have 9 elements",
+        ),
+        (
+            24,
+            lambda: score_error([0, 1, 2], 4, n_vectors=2),
+            r"the n_vectors = 2 random queries of shape \(N, d\) = \(3, 4\) would have 24 "
+            r"elements, .*; lower n_vectors$",
+        ),
+    ]:
+        monkeypatch.setattr(validate, "MAX_ELEMENTS", n)
+        call()
+        monkeypatch.setattr(validate, "MAX_ELEMENTS", n - 1)
+        with pytest.raises(ValueError, match="^" + message):
+            call()
+
+
+def test_rotate_half_tables_default_to_base_ten_thousand(hf):
+    c, s = rotate_half_cos_sin(np.array([0, 7, 300]), 8)
+    c_hf, s_hf = hf.make_rotary(8, 10000.0)(torch.zeros(1, 3, 8), torch.tensor([[0, 7, 300]]))
+    np.testing.assert_allclose(c.numpy(), c_hf[0].numpy(), atol=2e-6)
+    np.testing.assert_allclose(s.numpy(), s_hf[0].numpy(), atol=2e-6)
+
+
+def test_llama_route_takes_a_tensor_whose_last_axis_is_not_contiguous():
+    # x = y.transpose(-1, -2): the pairs cannot be viewed as complex numbers in place, so
+    # the route copies them once into contiguous memory; the result is the 2x2 route's.
+    y = torch.from_numpy(np.random.default_rng(16).uniform(-1, 1, (1, 3, 4, 2)))
+    x = y.transpose(-1, -2)  # (batch, N, H, d) = (1, 3, 2, 4), last-axis stride 2
+    q_out, _ = llama_apply_rotary_emb(x.float(), x.float(), llama_precompute_freqs_cis(4, 3))
+    expected = rope_2x2(x.numpy().transpose(0, 2, 1, 3), np.arange(3)).transpose(0, 2, 1, 3)
+    assert np.abs(q_out.double().numpy() - expected).max() < 1e-6
+
+
+def test_qk_scores_refuses_projections_that_overflow_without_a_warning():
+    # W_q x = 1e310 overflows to inf, and rotating it makes inf - inf = nan: still one clean
+    # refusal naming x and the weights, with no numpy warning on the way (fuzz item 17).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"^x, W_q and W_k \(with b_q, b_k\) are so large"):
+            qk_scores(np.full((3, 6), 1e300), 1e10 * np.eye(6), np.eye(6), 3, [0, 1, 2])

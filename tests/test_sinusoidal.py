@@ -737,3 +737,185 @@ def test_shift_isometry_refuses_vectors_whose_inner_products_overflow() -> None:
     vectors = sinusoidal(np.arange(40), 4, base=10.0) * 1e300
     with pytest.raises(ValueError, match=r"vectors are so large"):
         shift_isometry(vectors)
+
+
+# ------------------------------------------- mutation testing (issue 22): edges and limits
+
+
+def test_shift_isometry_of_one_dimensional_vectors_and_at_the_overflow_edge():
+    # D = 1: p_m = (-1)^m c is shifted by U = [[-1]] (p_(m+1) = -p_m), by hand.
+    np.testing.assert_allclose(shift_isometry([[2.0], [-2.0], [2.0]]), [[-1.0]], atol=1e-12)
+    # |p| = 1e150 with D = 1 sits exactly at sqrt(max float / D)'s stand-in 1e150 / sqrt(D):
+    # accepted (p_m constant: U = [[1]]); with D = 4 the edge is 1e150 / 2, and 1e150 is refused.
+    np.testing.assert_allclose(shift_isometry([[1e150], [1e150]]), [[1.0]], atol=1e-12)
+    with pytest.raises(
+        ValueError,
+        match=r"^vectors are so large that their inner products overflow float64: rescale "
+        r"them \(the map U does not depend on a common scale\)$",
+    ):
+        shift_isometry(np.full((2, 4), 1e150))
+
+
+def test_size_limits_of_the_score_and_the_shift_sit_at_max_elements(monkeypatch):
+    import rope_lib._validate as validate
+
+    for n, call, message in [
+        (
+            6,
+            lambda: diagonal_h_score([0, 1, 2], 0, np.ones(4)),
+            r"the table of angles \(broadcast size of m and n x len\(h\) / 2\) would have 6 "
+            r"elements, .*; pass fewer positions at a time$",
+        ),
+        (
+            9,
+            lambda: shift_isometry([[2.0], [-2.0], [2.0]]),
+            r"the Gram matrix and the map U \(N x N and D x D for vectors of shape \(N, D\)\) "
+            r"would have 9 elements, .*; pass fewer or shorter vectors$",
+        ),
+    ]:
+        monkeypatch.setattr(validate, "MAX_ELEMENTS", n)
+        call()
+        monkeypatch.setattr(validate, "MAX_ELEMENTS", n - 1)
+        with pytest.raises(ValueError, match="^" + message):
+            call()
+
+
+def test_diagonal_h_score_at_the_default_base_by_hand():
+    # sum_i h_2i cos(m t_i) cos(n t_i) + h_2i+1 sin(m t_i) sin(n t_i), t_i = 10^4^(-2i/d)
+    h, m, n = np.array([0.5, -1.0, 2.0, 0.25]), 3.0, 11.0
+    t = ref_theta(4, 10000.0)
+    expected = sum(
+        h[2 * i] * math.cos(m * t[i]) * math.cos(n * t[i])
+        + h[2 * i + 1] * math.sin(m * t[i]) * math.sin(n * t[i])
+        for i in range(2)
+    )
+    assert diagonal_h_score(m, n, h) == pytest.approx(expected, rel=1e-13)
+
+
+def test_diagonal_h_parts_at_the_default_base_by_hand():
+    # relative = sum_i (h_2i + h_2i+1)/2 cos((m - n) t_i), absolute with h_2i - h_2i+1 and m + n
+    h, m, n = np.array([0.5, -1.0, 2.0, 0.25]), 3.0, 11.0
+    t = ref_theta(4, 10000.0)
+    rel = sum(0.5 * (h[2 * i] + h[2 * i + 1]) * math.cos((m - n) * t[i]) for i in range(2))
+    ab = sum(0.5 * (h[2 * i] - h[2 * i + 1]) * math.cos((m + n) * t[i]) for i in range(2))
+    got = diagonal_h_parts(m, n, h)
+    assert got[0] == pytest.approx(rel, rel=1e-13) and got[1] == pytest.approx(ab, rel=1e-13)
+
+
+def test_h_and_u_checks_at_their_edges():
+    from rope_lib._validate import MAX_DIM
+
+    # h: a 2-D array is refused even when its first axis has an even length >= 2; the
+    # largest allowed length MAX_DIM is accepted
+    with pytest.raises(ValueError, match=r"^h must be a 1-D array of even length >= 2"):
+        diagonal_h_score(0, 1, np.ones((2, 4)))
+    assert diagonal_h_score(0, 0, np.ones(MAX_DIM)) == pytest.approx(MAX_DIM / 2)
+    # u: max |U^T U - I| equal to atol is accepted (the check is "> atol"): 1.25^2 - 1 = 0.5625
+    # exactly; a smaller atol refuses it, and the interval in the message is open at both ends
+    orthogonal_normal_form([[1.25]], atol=0.5625)
+    with pytest.raises(ValueError, match=r"^u must be orthogonal: max \|U\^T U - I\| = 0.562"):
+        orthogonal_normal_form([[1.25]], atol=0.5)
+    with pytest.raises(
+        ValueError, match=r"^atol must be a finite real number in \(0.0, inf\), got"
+    ):
+        orthogonal_normal_form([[1.0]], atol=-1.0)
+
+
+def test_shift_matrix_at_the_default_base_moves_the_encoding():
+    # D_k P_m = P_(m+k) for Vaswani's layout at b = 10^4, with P from eq. (3.5) by hand
+    D = shift_matrix(3.0, 6)
+    for m in (0.0, 5.0, 40.0):
+        np.testing.assert_allclose(
+            D @ ref_sinusoidal([m], 6, 1e4)[0], ref_sinusoidal([m + 3.0], 6, 1e4)[0], atol=1e-13
+        )
+
+
+def test_complex_encoding_size_limit_and_message(monkeypatch):
+    import rope_lib._validate as validate
+
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 12)  # 3 positions x d = 4
+    complex_encoding([0, 1, 2], 4)
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 11)
+    with pytest.raises(
+        ValueError,
+        match=r"^the encoding \(len\(positions\) x d\) would have 12 elements, .*; encode fewer "
+        r"positions at a time$",
+    ):
+        complex_encoding([0, 1, 2], 4)
+
+
+def test_gram_matrix_size_checks_count_m_by_n(monkeypatch):
+    import rope_lib._validate as validate
+
+    # 3 x 1 Gram matrix of d = 2 encodings: the largest table is the encoding, 3 x 2 = 6
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 6)
+    np.testing.assert_allclose(
+        gram_matrix([0, 1, 2], 2, n_positions=[0]),
+        ref_sinusoidal([0, 1, 2], 2, 1e4) @ [[0.0], [1.0]],
+    )
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 5)
+    with pytest.raises(
+        ValueError,
+        match=r"^the encoding \(len\(positions\) x d\) would have 6 elements, .*; encode fewer "
+        r"positions at a time$",
+    ):
+        gram_matrix([0, 1, 2], 2, n_positions=[0])
+    # 3 x 4: the Gram matrix, 12, is the largest
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 12)
+    gram_matrix([0, 1, 2], 2, n_positions=[0, 1, 2, 3])
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 11)
+    with pytest.raises(
+        ValueError,
+        match=r"^the Gram matrix \(len\(m_positions\) x len\(n_positions\)\) would have 12 "
+        r"elements, .*; pass fewer positions$",
+    ):
+        gram_matrix([0, 1, 2], 2, n_positions=[0, 1, 2, 3])
+
+
+def test_sinusoidal_size_limit_and_message(monkeypatch):
+    import rope_lib._validate as validate
+
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 12)  # 3 positions x d = 4
+    np.testing.assert_allclose(sinusoidal([0, 1, 2], 4), ref_sinusoidal([0, 1, 2], 4, 1e4))
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 11)
+    with pytest.raises(
+        ValueError,
+        match=r"^the encoding \(len\(positions\) x d\) would have 12 elements, .*; encode fewer "
+        r"positions at a time$",
+    ):
+        sinusoidal([0, 1, 2], 4)
+
+
+def test_shift_isometry_is_the_identity_off_the_span():
+    # p_m = (cos m w, sin m w, 0): U turns the (x, y) plane by w and, by its definition, is the
+    # identity on the orthogonal complement of span(p_m), here the z axis (by hand).
+    w = 0.7
+    p = np.array([[math.cos(m * w), math.sin(m * w), 0.0] for m in range(6)])
+    c, s = math.cos(w), math.sin(w)
+    expected = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    np.testing.assert_allclose(shift_isometry(p), expected, atol=1e-9)
+
+
+def test_shift_matrix_size_limit_and_message(monkeypatch):
+    import rope_lib._validate as validate
+
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 16)
+    shift_matrix(1.0, 4)
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 15)
+    with pytest.raises(
+        ValueError,
+        match=r"^the shift matrix \(d x d\) would have 16 elements, .*; use a smaller d$",
+    ):
+        shift_matrix(1.0, 4)
+
+
+def test_shift_isometry_refusals_are_scale_free():
+    with pytest.raises(ValueError, match=r"^vectors are all zero; there is no span to act on$"):
+        shift_isometry(np.zeros((2, 2)))
+    # small vectors, 1e-3 * (cos m w, sin m w), one entry moved by 1e-6 (relative 1e-3): the
+    # Gram matrix is no longer Toeplitz, by far more than atol = 1e-9 relative to its scale,
+    # so the refusal must not depend on the vectors' absolute size
+    p = 1e-3 * np.array([[math.cos(0.7 * m), math.sin(0.7 * m)] for m in range(5)])
+    p[2, 0] += 1e-6
+    with pytest.raises(ValueError, match=r"^the inner products of the rows of vectors do not"):
+        shift_isometry(p)
