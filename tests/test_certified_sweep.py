@@ -19,6 +19,7 @@ from rope_lib import base_bound as bb
 from .test_base_bound import (
     certify_infeasible,
     direct,
+    feasible,
     first_negative,
     mp_bisect_sign_change,
     mp_margin,
@@ -262,3 +263,111 @@ def test_derivative_allowance_covers_the_float64_error(d: int, base: float, star
     _, db = cs._scan(terms, start, start + 50, True)
     err = np.abs(db - [_mp_derivative(int(m), d, base) for m in ms])
     assert np.all(err <= terms.deriv_error(ms.astype(np.float64)))
+
+
+def _steps_for(n_terms: int, d: int, factor: int = 1) -> int:
+    """The documented charge for evaluating n_terms distances at all d/2 frequencies: one step
+    per 2**16 (distance, frequency) terms, at least 64 frequencies counted per distance,
+    rounded up; a 50-digit re-check counts 4000 times (min_base_search's docstring)."""
+    return math.ceil(factor * n_terms * max(d // 2, 64) / 2**16)
+
+
+@pytest.mark.parametrize(("length", "d"), [(17, 16), (300, 64), (1000, 128), (512, 8)])
+def test_sweep_trajectory_is_certified_and_its_evidence_counted(monkeypatch, length, d):
+    """Follow a fresh chain of sweeps point by point (recording the points u = ln b it visits,
+    the certified steps it computes, its full scans and 50-digit re-checks) and check the
+    evidence min_base_search reports against that record: each move is either a certified
+    step no longer than the certificate computed at its point (so nothing uncertified is
+    skipped silently) or a leap of exactly 1e-9 taken where the certificate fell below 1e-9,
+    and the leaps are exactly the reported gaps, each (b, b e^1e-9); every point a sweep moves
+    on from is infeasible (direct sums written here), the point each sweep stops at is
+    feasible; n_steps, n_scans and work are the counts of steps, full scans and the
+    documented charges (one per iteration, ceil(terms max(d/2, 64) / 2**16) per evaluation,
+    4000 times that per re-check)."""
+    monkeypatch.setattr(bb, "_SWEEPS", {})
+    points: list[float] = []  # u of each iteration (each builds its _Terms once)
+    events: dict[int, list] = {}  # iteration -> its scans (length) and steps (max h), in order
+    scans: dict[int, int] = {}  # iteration -> length scanned in full
+    tables: dict[int, int] = {}  # iteration -> distances evaluated by tracking
+    rechecks: dict[int, int] = {}  # iteration -> number of 50-digit re-checks
+    Terms, scan, step, table, mp = (
+        cs._Terms,
+        cs._scan,
+        cs._certified_step,
+        cs._table,
+        cs._mp_margin,
+    )
+
+    class Recorded(Terms):
+        def __init__(self, d, u):
+            points.append(u)
+            super().__init__(d, u)
+
+    in_scan = []
+
+    def rec_scan(terms, start, stop, deriv):
+        assert start == 0 and deriv
+        scans[len(points) - 1] = stop
+        events.setdefault(len(points) - 1, []).append("scan")
+        in_scan.append(1)
+        try:
+            return scan(terms, start, stop, deriv)
+        finally:
+            in_scan.pop()
+
+    def rec_table(terms, rows, cols, deriv):
+        k = len(points) - 1
+        if not in_scan:  # the tracked distances' windows
+            tables[k] = tables.get(k, 0) + rows.size * cols.size
+        return table(terms, rows, cols, deriv)
+
+    def rec_step(b, db, m, terms, eps):
+        h = step(b, db, m, terms, eps)
+        events.setdefault(len(points) - 1, []).append(float(h.max()) if h.size else 0.0)
+        return h
+
+    def rec_mp(m, d, base, dps=50):
+        k = len(points) - 1
+        rechecks[k] = rechecks.get(k, 0) + 1
+        return mp(m, d, base, dps)
+
+    monkeypatch.setattr(cs, "_Terms", Recorded)
+    monkeypatch.setattr(cs, "_scan", rec_scan)
+    monkeypatch.setattr(cs, "_table", rec_table)
+    monkeypatch.setattr(cs, "_certified_step", rec_step)
+    monkeypatch.setattr(cs, "_mp_margin", rec_mp)
+    result = bb.min_base_search(length, d)
+    assert points[0] == 0.0  # a fresh chain starts at b = 1
+    # the chain's sweeps: each stops at a point where it scanned in full and found no
+    # failing distance; the next starts there (through exp and log)
+    ends = [k for k in range(len(points)) if events[k][-1] == "scan"]
+    assert ends and ends[-1] == len(points) - 1
+    assert all(k in scans for k in ends)
+    n_steps, gaps, work = 0, [], 0
+    for k, u in enumerate(points):
+        base = math.exp(u)
+        work += 1 + _steps_for(scans.get(k, 0), d) + _steps_for(tables.get(k, 0), d)
+        work += rechecks.get(k, 0) * _steps_for(1, d, factor=4000)
+        if k in ends:
+            assert feasible(base, scans[k], d), (k, base)
+            if k + 1 < len(points):
+                assert points[k + 1] == pytest.approx(u, abs=1e-12)
+            continue
+        assert first_negative(base, length, d) is not None, (k, base)
+        move, cert = points[k + 1] - u, events[k][-1]
+        if cert < 1e-9:
+            assert move == pytest.approx(1e-9, abs=1e-14), (k, move, cert)
+            gaps.append(k)
+        else:
+            n_steps += 1
+            # (the float sum u + h rounds by half an ulp of u, which a tiny step can exceed)
+            assert 0 < move <= cert + np.spacing(points[k + 1]), (k, move, cert)
+            assert move >= cert * (1 - 3e-9) - np.spacing(points[k + 1]), (k, move, cert)
+    assert result.base == math.exp(points[-1])
+    assert result.n_steps == n_steps and n_steps >= 1
+    assert result.n_scans == len(scans) and len(scans) >= len(ends)
+    assert len(result.gaps) == len(gaps) >= 1
+    for (lo, hi), k in zip(result.gaps, gaps, strict=True):
+        assert lo == math.exp(points[k])
+        assert 0 < hi / lo - 1 <= 1.1e-9 and hi == pytest.approx(math.exp(points[k] + 1e-9))
+    assert result.work == work
