@@ -371,3 +371,31 @@ def test_sweep_trajectory_is_certified_and_its_evidence_counted(monkeypatch, len
         assert lo == math.exp(points[k])
         assert 0 < hi / lo - 1 <= 1.1e-9 and hi == pytest.approx(math.exp(points[k] + 1e-9))
     assert result.work == work
+
+
+@pytest.mark.parametrize(
+    ("base", "d", "limit", "horizon"),
+    [(1e9, 16, 20_000, None), (1e9, 16, 300_000, 21737), (6.5e7, 128, 1 << 20, 679592)],
+)
+def test_horizon_charges_the_distances_it_scans(base, d, limit, horizon):
+    """_horizon (behind max_context, base_is_feasible and the budgets of feasible_window_top
+    and the base table) charges its budget the documented price of the distances it examines:
+    at least ceil(N max(d/2, 64) / 2**16) steps for the N distances below the horizon (all of
+    them below ``limit`` when none fails) and at most the price of the blocks it scanned plus
+    one step per block (blocks double from 4096 distances, so the block holding the horizon
+    ends below 2 N + 4096, and a scan of N distances has at most log2(N / 4096) + 2 blocks),
+    whatever the blocks. The horizons come from direct float64 sums written here."""
+    expected = first_negative(base, limit, d)
+    assert expected == horizon
+    budget = [10**9]
+    found = cs._horizon(base, d, limit, budget)
+    assert found == (-1 if horizon is None else horizon)
+    examined = limit if horizon is None else horizon + 1
+    used = 10**9 - budget[0]
+    low = _steps_for(examined, d)
+    blocks = math.floor(math.log2(max(examined, 4096) / 4096)) + 2
+    high = _steps_for(min(limit, 2 * examined + 4096), d) + blocks
+    assert low <= used <= high, (used, low, high)
+    # and a budget one step short of the lower bound runs out
+    with pytest.raises(cs._OutOfSteps):
+        cs._horizon(base, d, limit, [low - 1])
