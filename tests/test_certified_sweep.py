@@ -250,14 +250,18 @@ def _mp_derivative(m: int, d: int, base: float) -> float:
         (128, 6.5e7, 10**6),
         (64, 1e5, 3 * 10**5),
         (16, 500.0, 2 * 10**6),
+        # large d near b = 1 (where S_d is about d/2): the error is 5 times an allowance
+        # divided by S_d instead of multiplied
+        (256, 1.05, 2 * 10**6),
     ],
 )
 def test_derivative_allowance_covers_the_float64_error(d: int, base: float, start: int) -> None:
     """The certified step widens |F_m'| by deriv_error(m) for the rounding of the matrix
     route: that allowance must exceed the actual error (measured against mpmath) at every
     distance, including large m, where the phases m theta_i lose digits. Measured: the
-    error is 1e-3 of the allowance or less; an allowance growing only linearly in m, or one
-    scaled by 3**-46 instead of 2**-46, falls below it."""
+    error is 1e-3 of the allowance or less; an allowance growing only linearly in m, one
+    scaled by 3**-46 instead of 2**-46, or one divided by S_d = sum t_i theta_i (1 + theta_i)
+    instead of multiplied, falls below it."""
     terms = cs._Terms(d, math.log(base))
     ms = np.arange(start, start + 50)
     _, db = cs._scan(terms, start, start + 50, True)
