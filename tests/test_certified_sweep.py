@@ -276,11 +276,12 @@ def _steps_for(n_terms: int, d: int, factor: int = 1) -> int:
     return math.ceil(factor * n_terms * max(d // 2, 64) / 2**16)
 
 
-@pytest.mark.parametrize(("length", "d"), [(17, 16), (300, 64), (1000, 128), (512, 8)])
+@pytest.mark.parametrize(("length", "d"), [(3, 16), (17, 16), (300, 64), (1000, 128), (512, 8)])
 def test_sweep_trajectory_is_certified_and_its_evidence_counted(monkeypatch, length, d):
     """Follow a fresh chain of sweeps point by point (recording the points u = ln b it visits,
     the certified steps it computes, its full scans and 50-digit re-checks) and check the
-    evidence min_base_search reports against that record: each move is either a certified
+    evidence min_base_search reports against that record (each sweep of the chain, for
+    shorter lengths first, against its own length): each move is either a certified
     step no longer than the certificate computed at its point (so nothing uncertified is
     skipped silently) or a leap of exactly 1e-9 taken where the certificate fell below 1e-9,
     and the leaps are exactly the reported gaps, each (b, b e^1e-9); every point a sweep moves
@@ -335,6 +336,14 @@ def test_sweep_trajectory_is_certified_and_its_evidence_counted(monkeypatch, len
         rechecks[k] = rechecks.get(k, 0) + 1
         return mp(m, d, base, dps)
 
+    sweeps: list[tuple[int, int]] = []  # (first iteration, context length) of each sweep
+    sweep = cs._sweep
+
+    def rec_sweep(length, d, u, budget):
+        sweeps.append((len(points), length))
+        return sweep(length, d, u, budget)
+
+    monkeypatch.setattr(bb, "_sweep", rec_sweep)
     monkeypatch.setattr(cs, "_Terms", Recorded)
     monkeypatch.setattr(cs, "_scan", rec_scan)
     monkeypatch.setattr(cs, "_table", rec_table)
@@ -348,16 +357,19 @@ def test_sweep_trajectory_is_certified_and_its_evidence_counted(monkeypatch, len
     assert ends and ends[-1] == len(points) - 1
     assert all(k in scans for k in ends)
     n_steps, gaps, work = 0, [], 0
+    assert sweeps[-1][1] == length
     for k, u in enumerate(points):
         base = math.exp(u)
+        sweep_length = max((first, n) for first, n in sweeps if first <= k)[1]
         work += 1 + _steps_for(scans.get(k, 0), d) + _steps_for(tables.get(k, 0), d)
         work += rechecks.get(k, 0) * _steps_for(1, d, factor=4000)
         if k in ends:
-            assert feasible(base, scans[k], d), (k, base)
+            assert scans[k] == sweep_length and feasible(base, sweep_length, d), (k, base)
             if k + 1 < len(points):
                 assert points[k + 1] == pytest.approx(u, abs=1e-12)
             continue
-        assert first_negative(base, length, d) is not None, (k, base)
+        # moved on from: some distance below this sweep's length fails here
+        assert first_negative(base, sweep_length, d) is not None, (k, base)
         move, cert = points[k + 1] - u, events[k][-1]
         if cert < 1e-9:
             assert move == pytest.approx(1e-9, abs=1e-14), (k, move, cert)
