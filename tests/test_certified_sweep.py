@@ -415,3 +415,15 @@ def test_horizon_charges_the_distances_it_scans(base, d, limit, horizon):
     # and a budget one step short of the lower bound runs out
     with pytest.raises(cs._OutOfSteps):
         cs._horizon(base, d, limit, [low - 1])
+
+
+def test_min_base_search_fits_the_default_budget(monkeypatch):
+    """min_base_search's docstring promises that the default budget (50,000 steps) covers L up
+    to 2**17 from scratch at d = 128. The chain for 2**17 runs through 2**14 first, so a fresh
+    chain for 2**14 must finish within it too (and be feasible, checked by direct sums); a
+    sweep that tracked every candidate distance instead of the 24 most negative would need
+    about 200,000 steps here."""
+    monkeypatch.setattr(bb, "_SWEEPS", {})
+    result = bb.min_base_search(1 << 14, 128)
+    assert result.work <= bb.DEFAULT_MAX_STEPS
+    assert feasible(result.base, 1 << 14, 128)
