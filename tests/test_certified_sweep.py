@@ -19,6 +19,7 @@ from rope_lib import base_bound as bb
 from .test_base_bound import (
     certify_infeasible,
     direct,
+    feasible,
     first_negative,
     mp_bisect_sign_change,
     mp_margin,
@@ -249,16 +250,180 @@ def _mp_derivative(m: int, d: int, base: float) -> float:
         (128, 6.5e7, 10**6),
         (64, 1e5, 3 * 10**5),
         (16, 500.0, 2 * 10**6),
+        # large d near b = 1 (where S_d is about d/2): the error is 5 times an allowance
+        # divided by S_d instead of multiplied
+        (256, 1.05, 2 * 10**6),
     ],
 )
 def test_derivative_allowance_covers_the_float64_error(d: int, base: float, start: int) -> None:
     """The certified step widens |F_m'| by deriv_error(m) for the rounding of the matrix
     route: that allowance must exceed the actual error (measured against mpmath) at every
     distance, including large m, where the phases m theta_i lose digits. Measured: the
-    error is 1e-3 of the allowance or less; an allowance growing only linearly in m, or one
-    scaled by 3**-46 instead of 2**-46, falls below it."""
+    error is 1e-3 of the allowance or less; an allowance growing only linearly in m, one
+    scaled by 3**-46 instead of 2**-46, or one divided by S_d = sum t_i theta_i (1 + theta_i)
+    instead of multiplied, falls below it."""
     terms = cs._Terms(d, math.log(base))
     ms = np.arange(start, start + 50)
     _, db = cs._scan(terms, start, start + 50, True)
     err = np.abs(db - [_mp_derivative(int(m), d, base) for m in ms])
     assert np.all(err <= terms.deriv_error(ms.astype(np.float64)))
+
+
+def _steps_for(n_terms: int, d: int, factor: int = 1) -> int:
+    """The documented charge for evaluating n_terms distances at all d/2 frequencies: one step
+    per 2**16 (distance, frequency) terms, at least 64 frequencies counted per distance,
+    rounded up; a 50-digit re-check counts 4000 times (min_base_search's docstring)."""
+    return math.ceil(factor * n_terms * max(d // 2, 64) / 2**16)
+
+
+@pytest.mark.parametrize(("length", "d"), [(3, 16), (17, 16), (300, 64), (1000, 128), (512, 8)])
+def test_sweep_trajectory_is_certified_and_its_evidence_counted(monkeypatch, length, d):
+    """Follow a fresh chain of sweeps point by point (recording the points u = ln b it visits,
+    the certified steps it computes, its full scans and 50-digit re-checks) and check the
+    evidence min_base_search reports against that record (each sweep of the chain, for
+    shorter lengths first, against its own length): each move is either a certified
+    step no longer than the certificate computed at its point (so nothing uncertified is
+    skipped silently) or a leap of exactly 1e-9 taken where the certificate fell below 1e-9,
+    and the leaps are exactly the reported gaps, each (b, b e^1e-9); every point a sweep moves
+    on from is infeasible (direct sums written here), the point each sweep stops at is
+    feasible; n_steps, n_scans and work are the counts of steps, full scans and the
+    documented charges (one per iteration, ceil(terms max(d/2, 64) / 2**16) per evaluation,
+    4000 times that per re-check)."""
+    monkeypatch.setattr(bb, "_SWEEPS", {})
+    points: list[float] = []  # u of each iteration (each builds its _Terms once)
+    events: dict[int, list] = {}  # iteration -> its scans (length) and steps (max h), in order
+    scans: dict[int, int] = {}  # iteration -> length scanned in full
+    tables: dict[int, int] = {}  # iteration -> distances evaluated by tracking
+    rechecks: dict[int, int] = {}  # iteration -> number of 50-digit re-checks
+    Terms, scan, step, table, mp = (
+        cs._Terms,
+        cs._scan,
+        cs._certified_step,
+        cs._table,
+        cs._mp_margin,
+    )
+
+    class Recorded(Terms):
+        def __init__(self, d, u):
+            points.append(u)
+            super().__init__(d, u)
+
+    in_scan = []
+
+    def rec_scan(terms, start, stop, deriv):
+        assert start == 0 and deriv
+        scans[len(points) - 1] = stop
+        events.setdefault(len(points) - 1, []).append("scan")
+        in_scan.append(1)
+        try:
+            return scan(terms, start, stop, deriv)
+        finally:
+            in_scan.pop()
+
+    def rec_table(terms, rows, cols, deriv):
+        k = len(points) - 1
+        if not in_scan:  # the tracked distances' windows
+            tables[k] = tables.get(k, 0) + rows.size * cols.size
+        return table(terms, rows, cols, deriv)
+
+    def rec_step(b, db, m, terms, eps):
+        h = step(b, db, m, terms, eps)
+        events.setdefault(len(points) - 1, []).append(float(h.max()) if h.size else 0.0)
+        return h
+
+    def rec_mp(m, d, base, dps=50):
+        k = len(points) - 1
+        rechecks[k] = rechecks.get(k, 0) + 1
+        return mp(m, d, base, dps)
+
+    sweeps: list[tuple[int, int]] = []  # (first iteration, context length) of each sweep
+    sweep = cs._sweep
+
+    def rec_sweep(length, d, u, budget):
+        sweeps.append((len(points), length))
+        return sweep(length, d, u, budget)
+
+    monkeypatch.setattr(bb, "_sweep", rec_sweep)
+    monkeypatch.setattr(cs, "_Terms", Recorded)
+    monkeypatch.setattr(cs, "_scan", rec_scan)
+    monkeypatch.setattr(cs, "_table", rec_table)
+    monkeypatch.setattr(cs, "_certified_step", rec_step)
+    monkeypatch.setattr(cs, "_mp_margin", rec_mp)
+    result = bb.min_base_search(length, d)
+    assert points[0] == 0.0  # a fresh chain starts at b = 1
+    # the chain's sweeps: each stops at a point where it scanned in full and found no
+    # failing distance; the next starts there (through exp and log)
+    ends = [k for k in range(len(points)) if events[k][-1] == "scan"]
+    assert ends and ends[-1] == len(points) - 1
+    assert all(k in scans for k in ends)
+    n_steps, gaps, work = 0, [], 0
+    assert sweeps[-1][1] == length
+    for k, u in enumerate(points):
+        base = math.exp(u)
+        sweep_length = max((first, n) for first, n in sweeps if first <= k)[1]
+        work += 1 + _steps_for(scans.get(k, 0), d) + _steps_for(tables.get(k, 0), d)
+        work += rechecks.get(k, 0) * _steps_for(1, d, factor=4000)
+        if k in ends:
+            assert scans[k] == sweep_length and feasible(base, sweep_length, d), (k, base)
+            if k + 1 < len(points):
+                assert points[k + 1] == pytest.approx(u, abs=1e-12)
+            continue
+        # moved on from: some distance below this sweep's length fails here
+        assert first_negative(base, sweep_length, d) is not None, (k, base)
+        move, cert = points[k + 1] - u, events[k][-1]
+        if cert < 1e-9:
+            assert move == pytest.approx(1e-9, abs=1e-14), (k, move, cert)
+            gaps.append(k)
+        else:
+            n_steps += 1
+            # (the float sum u + h rounds by half an ulp of u, which a tiny step can exceed)
+            assert 0 < move <= cert + np.spacing(points[k + 1]), (k, move, cert)
+            assert move >= cert * (1 - 3e-9) - np.spacing(points[k + 1]), (k, move, cert)
+    assert result.base == math.exp(points[-1])
+    assert result.n_steps == n_steps and n_steps >= 1
+    assert result.n_scans == len(scans) and len(scans) >= len(ends)
+    assert len(result.gaps) == len(gaps) >= 1
+    for (lo, hi), k in zip(result.gaps, gaps, strict=True):
+        assert lo == math.exp(points[k])
+        assert 0 < hi / lo - 1 <= 1.1e-9 and hi == pytest.approx(math.exp(points[k] + 1e-9))
+    assert result.work == work
+
+
+@pytest.mark.parametrize(
+    ("base", "d", "limit", "horizon"),
+    [(1e9, 16, 20_000, None), (1e9, 16, 300_000, 21737), (6.5e7, 128, 1 << 20, 679592)],
+)
+def test_horizon_charges_the_distances_it_scans(base, d, limit, horizon):
+    """_horizon (behind max_context, base_is_feasible and the budgets of feasible_window_top
+    and the base table) charges its budget the documented price of the distances it examines:
+    at least ceil(N max(d/2, 64) / 2**16) steps for the N distances below the horizon (all of
+    them below ``limit`` when none fails) and at most the price of the blocks it scanned plus
+    one step per block (blocks double from 4096 distances, so the block holding the horizon
+    ends below 2 N + 4096, and a scan of N distances has at most log2(N / 4096) + 2 blocks),
+    whatever the blocks. The horizons come from direct float64 sums written here."""
+    expected = first_negative(base, limit, d)
+    assert expected == horizon
+    budget = [10**9]
+    found = cs._horizon(base, d, limit, budget)
+    assert found == (-1 if horizon is None else horizon)
+    examined = limit if horizon is None else horizon + 1
+    used = 10**9 - budget[0]
+    low = _steps_for(examined, d)
+    blocks = math.floor(math.log2(max(examined, 4096) / 4096)) + 2
+    high = _steps_for(min(limit, 2 * examined + 4096), d) + blocks
+    assert low <= used <= high, (used, low, high)
+    # and a budget one step short of the lower bound runs out
+    with pytest.raises(cs._OutOfSteps):
+        cs._horizon(base, d, limit, [low - 1])
+
+
+def test_min_base_search_fits_the_default_budget(monkeypatch):
+    """min_base_search's docstring promises that the default budget (50,000 steps) covers L up
+    to 2**17 from scratch at d = 128. The chain for 2**17 runs through 2**14 first, so a fresh
+    chain for 2**14 must finish within it too (and be feasible, checked by direct sums); a
+    sweep that tracked every candidate distance instead of the 24 most negative would need
+    about 200,000 steps here."""
+    monkeypatch.setattr(bb, "_SWEEPS", {})
+    result = bb.min_base_search(1 << 14, 128)
+    assert result.work <= bb.DEFAULT_MAX_STEPS
+    assert feasible(result.base, 1 << 14, 128)
