@@ -274,5 +274,10 @@ def _sweep(length: int, d: int, u: float, budget: list[int]) -> tuple[float, lis
                 u += _LEAP
                 continue
         n_steps += 1
-        # Shrink by a relative 1e-9 so the float sum never rounds past the certified end.
-        u += h_best * (1.0 - 1e-9)
+        # Shrink by a relative 1e-9, and where that is below half an ulp of u, step back one
+        # float at a time, so the move never passes the certified end u + h_best (the
+        # difference of two floats this close is exact).
+        nxt = u + h_best * (1.0 - 1e-9)
+        while nxt - u > h_best:
+            nxt = math.nextafter(nxt, -math.inf)
+        u = nxt
