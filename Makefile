@@ -23,13 +23,16 @@ LAB_PORT   ?= 8888
 MATHJAX      := mathjax@3.2.2
 REQUIREJS    := requirejs@2.3.8
 HTML_MANAGER := @jupyter-widgets/html-manager@1.0.6
+# The accessibility engine of tests/test_a11y.py, fetched for the tests only (never served).
+AXE          := axe-core@4.14.1
+AXE_JS       := $(BUILD_DIR)/axe/axe.min.js
 
 # -W: any warning fails the build; -n: nitpicky references; --keep-going: list
 # every warning before failing.  Notebook errors fail the build through
 # `nb_execution_raise_on_error` in _config.yml.
 JB_FLAGS := -W -n --keep-going
 
-.PHONY: book test bench lint serve lab student clean venv assets browser jb-build experiment binder-env
+.PHONY: book test bench mutation lint serve lab student instructor clean venv assets browser jb-build experiment binder-env
 
 book: $(VENV_STAMP) $(VENDOR_STAMP)
 	@$(MAKE) --no-print-directory jb-build
@@ -51,11 +54,13 @@ jb-build:
 # The Binder environment (tests/test_binder.py) is made while the book builds: the build
 # mostly waits on one notebook kernel at a time, so the second core is free.
 test:
-	@$(MAKE) --no-print-directory -j2 book browser binder-env
+	@$(MAKE) --no-print-directory -j2 book browser binder-env $(AXE_JS)
 	$(PY) -m pytest -n 2 --dist loadgroup tests
 
+# QUICK=1: every benchmark in its quick mode (fewer repetitions, no full minimum-base table),
+# a check that all of them run; CI runs it.
 bench: $(VENV_STAMP) $(VENDOR_STAMP) browser
-	$(PY) -m bench
+	$(PY) -m bench $(if $(filter 1 yes true,$(QUICK)),--quick)
 
 # Every sweep chapter 9 reads (rope_lib/experiments): the runs of both experiments on two
 # worker processes, longest first, one progress bar with the time left; resumable
@@ -63,6 +68,13 @@ bench: $(VENV_STAMP) $(VENDOR_STAMP) browser
 # SMOKE=1: the smoke sweeps instead, written under _build only.
 experiment: $(VENV_STAMP)
 	$(PY) -m rope_lib.experiments $(if $(SMOKE),--smoke)
+
+# Mutation testing (tools/mutation.py): each math module's mutants against its own tests;
+# writes tools/mutation-summary.json.  QUICK=1: CI's fixed sample (the certified step and
+# curvature bound of chapter 7's sweep, apply_rope's NumPy route); fails on a survivor
+# that no test kills and tools/mutation-equivalent.toml does not explain.
+mutation: $(VENV_STAMP)
+	$(PY) tools/mutation.py $(if $(filter 1 yes true,$(QUICK)),--quick)
 
 lint: $(VENV_STAMP)
 	$(VENV)/bin/ruff check rope_lib tests bench tools course _ext
@@ -78,12 +90,26 @@ lab: $(VENV_STAMP)
 	$(PY) tools/lab.py --port '$(LAB_PORT)'
 
 # The student edition: every chapter as a plain .ipynb without the exercise solutions,
-# with otter-grader self-checks (tests/ next to the notebooks).  See course/student.py.
-student: $(VENV_STAMP)
+# with otter-grader self-checks (tests/ next to the notebooks).  It takes the text of the
+# book's cross-references from the book build, hence `book` first.  An existing edition
+# with changes (a student's answers) is never overwritten: the new one goes beside it
+# (_build/student-2, ...).  See course/student.py.
+student: $(VENV_STAMP) book
 	$(PY) -m course.student --out $(BUILD_DIR)/student
 
+# For the teacher only: the chapters with their solutions, the answer key of every
+# self-check and an otter-grader autograder archive per chapter.  The chapters are executed
+# once for both editions (_build/course-cache).  See course/instructor.py.
+instructor: $(VENV_STAMP) book
+	$(PY) -m course.instructor --out $(BUILD_DIR)/instructor
+
+# Everything in _build but the student editions (students' answers may be saved there:
+# remove them yourself).
 clean:
-	rm -rf $(BUILD_DIR) $(VENDOR) .pytest_cache .ruff_cache .hypothesis
+	@kept=$$(find $(BUILD_DIR) -mindepth 1 -maxdepth 1 -name 'student*' 2>/dev/null || true); \
+	find $(BUILD_DIR) -mindepth 1 -maxdepth 1 ! -name 'student*' -exec rm -rf {} + 2>/dev/null || true; \
+	if [ -n "$$kept" ]; then echo "make clean: kept" $$kept "(students' work may be in it: remove it yourself)"; fi
+	rm -rf $(VENDOR) .pytest_cache .ruff_cache .hypothesis
 
 venv: $(VENV_STAMP)
 
@@ -115,6 +141,12 @@ $(VENDOR_STAMP): Makefile
 	cp "$$tmp"/jupyter-widgets-html-manager-*/package/LICENSE $(VENDOR)/html-manager/ && \
 	rm -f $(VENDOR)/html-manager/*.map
 	touch $@
+
+$(AXE_JS): Makefile
+	rm -rf $(@D) && mkdir -p $(@D)
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	(cd "$$tmp" && npm pack --silent $(AXE) >/dev/null && tar -xzf axe-core-*.tgz) && \
+	cp "$$tmp"/package/axe.min.js "$$tmp"/package/LICENSE $(@D)/
 
 # Debian's Chromium and its driver for the real-browser tests (root on CI).
 browser:

@@ -18,6 +18,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 
 from rope_lib import decay, theta  # noqa: E402
+from rope_lib.figures import decay as decay_figures  # noqa: E402
 
 D = 512
 N = 100_000
@@ -41,9 +42,9 @@ def _naive_bound(x: np.ndarray, d: int) -> np.ndarray:
     return np.abs(np.cumsum(np.exp(1j * np.multiply.outer(x, theta(d))), axis=1)).mean(axis=1)
 
 
-def _slider_update(d: int, base: float, n: int) -> float:
+def _slider_update(d: int, base: float, n: int, repeat: int = 3) -> float:
     """Seconds for one slider move on the long-range figure: recompute, set data, redraw."""
-    fig = decay.plot_ones_score(ds=(d,), base=base, max_distance=n - 1)
+    fig = decay_figures.plot_ones_score(ds=(d,), base=base, max_distance=n - 1)
     ax = fig.axes[0]
     line = ax.get_lines()[0]
     x = np.arange(n)
@@ -53,17 +54,18 @@ def _slider_update(d: int, base: float, n: int) -> float:
         line.set_ydata(decay.ones_score(x, d, base * 1.01))
         fig.canvas.draw()
 
-    seconds, _ = _best(update, 3)
+    seconds, _ = _best(update, repeat)
     matplotlib.pyplot.close(fig)
     return seconds
 
 
-def main() -> None:
+def main(quick: bool = False) -> None:
+    """Print the table; ``quick``: one repetition of each (a check that it runs)."""
     x = np.arange(N)
     rows = []
     for name, fast, naive, fast_rep, naive_rep in (
-        ("ones_score", decay.ones_score, _naive_ones, 5, 2),
-        ("roformer_bound", decay.roformer_bound, _naive_bound, 3, 1),
+        ("ones_score", decay.ones_score, _naive_ones, 1 if quick else 5, 1 if quick else 2),
+        ("roformer_bound", decay.roformer_bound, _naive_bound, 1 if quick else 3, 1),
     ):
         t_fast, y_fast = _best(lambda f=fast: f(x, D), fast_rep)
         t_naive, y_naive = _best(lambda f=naive: f(x.astype(float), D), naive_rep)
@@ -76,7 +78,7 @@ def main() -> None:
             f"{name:<16}{1e3 * t_fast:>13.1f}{1e3 * t_naive:>11.1f}"
             f"{t_naive / t_fast:>9.1f}x{err:>13.2e}"
         )
-    t_slider = _slider_update(D, 10000.0, N)
+    t_slider = _slider_update(D, 10000.0, N, 1 if quick else 3)
     verdict = "ok" if 1e3 * t_slider < TARGET_MS else "OVER TARGET"
     print(
         f"slider update (ones_score + redraw of {N} points): {1e3 * t_slider:.1f} ms "

@@ -5,7 +5,7 @@
   slider change (recompute + SVG redraw, from the page's Performance API) at the
   default settings and with d = 512 and the longest distance range the figure
   offers (target: 50 ms for d up to 512);
-* the live-kernel path: ``rope_lib.widgets.compute`` plus the matplotlib redraw
+* the live-kernel path: ``rope_lib.figures.interactive.compute`` plus the matplotlib redraw
   for the same settings.
 
 Run with ``make bench`` after ``make book``.
@@ -24,11 +24,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from rope_lib.widgets import MODELS, compute, render_matplotlib  # noqa: E402
+from rope_lib.figures.interactive import MODELS, compute, render_matplotlib  # noqa: E402
 from tests.sitebrowser import SET_SLIDER_JS, SITE, chromium, pages, serve  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REPEATS = 7
+QUICK_REPEATS = 3
 
 
 def _rebuild_seconds() -> float:
@@ -48,7 +49,7 @@ def _heaviest(spec: dict) -> dict:
     return out
 
 
-def _time_figure(driver, figure, spec: dict, setting: dict) -> list[float]:
+def _time_figure(driver, figure, spec: dict, setting: dict, repeats: int) -> list[float]:
     for k, p in enumerate(spec["params"]):
         if p["name"] in setting:
             element = figure.find_element("id", f"{spec['id']}-{k}")
@@ -57,7 +58,7 @@ def _time_figure(driver, figure, spec: dict, setting: dict) -> list[float]:
     k, p = next(((k, p) for k, p in enumerate(spec["params"]) if p["kind"] != "choice"))
     element = figure.find_element("id", f"{spec['id']}-{k}")
     times = []
-    for r in range(REPEATS):
+    for r in range(repeats):
         value = float(element.get_attribute("value"))
         step = float(p["step"]) * (1 if r % 2 == 0 else -1)
         target = value + step if p["min"] <= value + step <= p["max"] else value - step
@@ -74,7 +75,9 @@ def _python_seconds(model: str, values: dict) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
+def main(quick: bool = False) -> None:
+    """Print the timings; ``quick``: three repetitions per figure instead of seven."""
+    repeats = QUICK_REPEATS if quick else REPEATS
     print(f"make book with nothing changed: {_rebuild_seconds():.1f} s (target < 30 s)")
     rows = []
     with serve() as base_url, chromium() as driver:
@@ -88,11 +91,11 @@ def main() -> None:
                         "textContent"
                     )
                 )
-                default = _time_figure(driver, figure, spec, {})
-                heavy = _time_figure(driver, figure, spec, _heaviest(spec))
+                default = _time_figure(driver, figure, spec, {}, repeats)
+                heavy = _time_figure(driver, figure, spec, _heaviest(spec), repeats)
                 values = driver.execute_script("return arguments[0].ropefig.values", figure)
                 rows.append((page.stem, spec["model"], default, heavy, values))
-    print(f"\nslider redraw in the page (ms, min / median of {REPEATS}); target 50 ms at d <= 512")
+    print(f"\nslider redraw in the page (ms, min / median of {repeats}); target 50 ms at d <= 512")
     print(f"{'page':28} {'model':18} {'default':>14} {'heaviest':>14}  heaviest settings")
     worst = 0.0
     for page, model, default, heavy, values in rows:

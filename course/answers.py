@@ -132,7 +132,7 @@ ANSWERS: dict[str, Answer] = _answers(
     Answer(
         "ex-sym-equal-positions",
         "same_output",
-        'bool(np.allclose(a.row("this"), b.row("this"), atol=1e-14))',
+        'bool(np.allclose(a.row("this"), b.row("this"), rtol=0, atol=1e-14))',
         (BOOL,),
         'is the output of "this" the same in both orders?',
     ),
@@ -140,7 +140,7 @@ ANSWERS: dict[str, Answer] = _answers(
         "ex-sym-causal",
         "last_token_unchanged",
         "(all(np.allclose(rope_lib.self_attention(x[[*p, 3]], *w, causal=True)[3],"
-        " out[3], atol=1e-13) for p in itertools.permutations(range(3))),"
+        " out[3], rtol=0, atol=1e-13) for p in itertools.permutations(range(3))),"
         " bool(max(stacked) < 1e-12))",
         (BOOL, BOOL),
         "is the last token's output unchanged by every reordering of the tokens"
@@ -160,7 +160,7 @@ ANSWERS: dict[str, Answer] = _answers(
         "product_factor",
         "int(sp.Poly(sp.expand(product.interaction()), pm, pn).coeff_monomial(pm * pn))",
         (INT,),
-        "for f = x_m x_n, the coefficient of p_m p_n in I",
+        "for f = x_m x_n, the coefficient of p_m p_n in the interaction (calligraphic I)",
     ),
     Answer(
         "ex-tay-order",

@@ -3,14 +3,21 @@
 For every chapter ``chapters/0*.md`` this writes a plain ``.ipynb`` (nbformat 4, no outputs,
 no Jupytext needed) in which every exercise solution is removed: the gated block from
 ``{solution-start}`` to ``{solution-end}``, with its prose and code cells. The exercise text
-stays, as a Markdown heading and paragraph (plain Jupyter does not render the
-``{exercise}`` directive).
+stays, as a Markdown heading with the book's number (``### Exercise 6.5: <title>``) and its
+paragraph (plain Jupyter does not render the ``{exercise}`` directive).
+
+The notebooks read like the book: the MyST roles of the Markdown (glued values, citations,
+cross-references, equation labels) are replaced by the text the book shows
+(``_ext/notebook_roles.py``), from the roles file the book build writes
+(``_build/notebook_roles.json``; ``make student`` builds the book first) and from the
+glued values of this run's execution.
 
 Each exercise listed in :data:`course.answers.ANSWERS` gets an answer cell
-(``name = ...  # your answer: ...``) and a check cell (``grader.check("ex-...")``), and the
-notebook gets one init cell after its first code cell
-(``grader = otter.Notebook(tests_dir="tests")``). The checks are otter-grader
-exception-based test files in ``tests/``, one per exercise. A test file holds the expected
+(``name = ...  # your answer: ...``) and a check cell (``grader.check("Exercise 6.5")``, the
+exercise's number in the book), and the notebook gets one init cell after its first code
+cell: otter-grader's ``Notebook`` for ``tests/``, whose checks say what happened and what to
+do when ``tests/`` cannot be found. The checks are otter-grader exception-based test files
+in ``tests/``, one per exercise (``tests/Exercise 6.5.py``). A test file holds the expected
 answer only as salted SHA-256 digests of its value rounded to the stated precision (the
 student's value is accepted if it rounds to that quantum or to a neighbouring one, so
 round-off near a boundary does not flip the verdict); its messages say right or wrong and
@@ -18,12 +25,20 @@ never show the value. A blank answer (``...``) fails with "no answer yet".
 
 The expected values come from the book's own solutions: each chapter is executed once with
 nbclient, with a probe cell after every listed solution that evaluates the table's
-expression in the solution's namespace.
+expression in the solution's namespace. The executed notebooks are kept in
+``_build/course-cache`` under a hash of the notebook and of ``rope_lib``, so ``make
+student`` and ``make instructor`` (``course/instructor.py``) execute the chapters once.
+
+An edition is never written over a student's work: an output folder that exists is
+replaced only if it holds an edition this script wrote and nothing in it changed since
+(its ``.student-edition`` file lists every file with its hash); otherwise the new edition
+goes beside it (``student-2``, ``student-3``, ...) and the run says where.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import multiprocessing
 import os
@@ -45,8 +60,16 @@ from nbclient import NotebookClient
 from course.answers import ANSWERS, Answer
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "_ext"))
+import notebook_roles  # noqa: E402  (_ext/notebook_roles.py: MyST roles as text)
+
 CHAPTERS = ROOT / "chapters"
-#: Written into the output directory; a directory without it is never overwritten.
+#: The roles file of the last book build (``make book``).
+ROLES_FILE = ROOT / "_build" / notebook_roles.ROLES_FILE
+#: Executed probe notebooks, kept between runs (see :func:`execute_cached`).
+CACHE_DIR = ROOT / "_build" / "course-cache"
+#: Written into the output directory, with the hash of every file written; a directory
+#: without it, or with a file changed, added or removed since, is never overwritten.
 MARKER = ".student-edition"
 PROBE_MARK = "@@course-probe@@"
 #: Longest line of a generated code cell (the chapters' own limit).
@@ -203,22 +226,69 @@ def answer_cell(answer: Answer) -> str:
     return "\n".join([head + first, *("#   " + line for line in more)])
 
 
-def check_cell(answer: Answer) -> str:
-    """The check cell's source."""
-    return f'grader.check("{answer.label}")'
+def check_cell(check: str) -> str:
+    """The check cell's source: ``grader.check("Exercise 6.5")``."""
+    return f'grader.check("{check}")'
 
 
 INTRO = """\
 **Student edition.** The worked solutions of this chapter's exercises are removed (they are
-in the book, folded under *Solution*). An exercise with a computable answer has an answer
-cell: replace `...` by your answer. The check cell after it, `grader.check(...)`, says
-whether the answer is right to the stated precision without showing the expected value; it
-reads the files in `tests/` next to this notebook, so keep the two together."""
+in the book, folded under *Solution*); exercises keep the book's numbers. An exercise with a
+computable answer has an answer cell: replace `...` by your answer. The check cell after it,
+such as `grader.check("Exercise 6.5")`, says whether the answer is right to the stated
+precision without showing the expected value; it reads the files in `tests/` next to this
+notebook, so keep the two together."""
 
-INIT = """\
+#: The message of a self-check whose kernel lost its folder (deleted or replaced).
+FOLDER_GONE = (
+    "This notebook's folder was deleted or replaced while its kernel was running "
+    "(for example by a new student edition written over it), so the self-checks "
+    "cannot read tests/. Your answers are still in this notebook: save it, restart "
+    "the kernel (Kernel > Restart Kernel) and run the cells again."
+)
+#: The message of a self-check with no ``tests/`` beside the notebook (``{here}``: where).
+NO_TESTS = (
+    "The self-checks read the folder tests/ next to this notebook, and there is none "
+    "in {here}. Keep the notebook in the folder of the student edition it came in, "
+    "or copy that whole folder (the notebooks and tests/) together."
+)
+
+
+def _string_lines(text: str, indent: int) -> str:
+    """``text`` as adjacent Python string literals, one per line, within the line limit."""
+    pad = " " * indent
+    width = LINE_LIMIT - indent - 3  # the quotes and a margin
+    pieces = textwrap.wrap(text, width=width, drop_whitespace=False, break_on_hyphens=False)
+    return "\n".join(pad + json.dumps(piece) for piece in pieces)
+
+
+INIT = f"""\
+import os
+
 import otter
 
-grader = otter.Notebook(tests_dir="tests")"""
+FOLDER_GONE = (
+{_string_lines(FOLDER_GONE, 4)}
+)
+NO_TESTS = (
+{_string_lines(NO_TESTS, 4)}
+)
+
+
+class SelfCheck(otter.Notebook):
+    \"\"\"otter's self-checks; they say what to do if tests/ is missing.\"\"\"
+
+    def check(self, question, global_env=None):
+        try:
+            here = os.getcwd()
+        except FileNotFoundError:  # the kernel's folder was deleted
+            raise RuntimeError(FOLDER_GONE) from None
+        if not os.path.isdir(os.path.join(here, "tests")):
+            raise FileNotFoundError(NO_TESTS.format(here=here))
+        return super().check(question, global_env or globals())
+
+
+grader = SelfCheck(tests_dir="tests")"""
 
 _PROBE_HELPER = f'''\
 def _course_probe(label, value):
@@ -239,16 +309,23 @@ def _course_probe(label, value):
     print("{PROBE_MARK}", json.dumps([label, plain(value)]))'''
 
 
-def student_text(chapter: Chapter, answers: Mapping[str, Answer]) -> str:
-    """The chapter text without solutions, exercises as plain Markdown, checks in place."""
+def student_text(
+    chapter: Chapter, answers: Mapping[str, Answer], numbers: Mapping[str, str]
+) -> str:
+    """The chapter text without solutions, exercises as plain Markdown, checks in place.
+
+    ``numbers`` gives each exercise label its name in the book, e.g. ``"Exercise 6.5"``:
+    the heading and the check use it.
+    """
     spans: list[tuple[int, int, str]] = []
     for exercise in chapter.exercises:
         body = exercise.body.strip("\n")
-        spans.append((exercise.start, exercise.end, f"### Exercise: {exercise.title}\n\n{body}\n"))
+        heading = f"### {numbers[exercise.label]}: {exercise.title}"
+        spans.append((exercise.start, exercise.end, f"{heading}\n\n{body}\n"))
     for solution in chapter.solutions:
         answer = answers.get(solution.label)
         cells = "" if answer is None else _code_block(answer_cell(answer)) + "\n"
-        cells += "" if answer is None else _code_block(check_cell(answer))
+        cells += "" if answer is None else _code_block(check_cell(numbers[solution.label]))
         spans.append((solution.start, solution.end, cells))
     return _replace_spans(chapter.text, spans)
 
@@ -271,17 +348,17 @@ def _first_code_index(notebook: nbformat.NotebookNode, path: Path) -> int:
     raise ValueError(f"{path.name}: no code cell")
 
 
-def student_notebook(chapter: Chapter, answers: Mapping[str, Answer]) -> nbformat.NotebookNode:
-    """The student notebook of a chapter (nbformat 4, no outputs, no Jupytext metadata)."""
-    notebook = jupytext.reads(student_text(chapter, answers), fmt="md:myst")
+def _plain_notebook(notebook: nbformat.NotebookNode, outputs: bool) -> nbformat.NotebookNode:
+    """A fresh nbformat 4 notebook of the same cells (outputs kept only if ``outputs``)."""
     notebook.metadata.pop("jupytext", None)
     notebook.metadata["language_info"] = {"name": "python"}
-    at = _first_code_index(notebook, chapter.path) + 1
-    notebook.cells[at:at] = [nbformat.v4.new_markdown_cell(INTRO), nbformat.v4.new_code_cell(INIT)]
     fresh = nbformat.v4.new_notebook(metadata=notebook.metadata)
     for cell in notebook.cells:
         if cell.cell_type == "code":
             new = nbformat.v4.new_code_cell(cell.source, metadata=dict(cell.metadata))
+            if outputs:
+                new.outputs = cell.get("outputs", [])
+                new.execution_count = cell.get("execution_count")
         elif cell.cell_type == "markdown":
             new = nbformat.v4.new_markdown_cell(cell.source, metadata=dict(cell.metadata))
         else:
@@ -289,6 +366,64 @@ def student_notebook(chapter: Chapter, answers: Mapping[str, Answer]) -> nbforma
         fresh.cells.append(new)
     nbformat.validate(fresh)
     return fresh
+
+
+@dataclass(frozen=True)
+class Resolver:
+    """What a chapter's Markdown roles resolve to (see ``_ext/notebook_roles.py``)."""
+
+    table: Mapping[str, Any]
+    glue: Mapping[str, Mapping[str, Any]]
+
+    def resolve(self, chapter: Chapter, cells: list) -> None:
+        """Resolve the roles of ``cells`` (of ``chapter``) in place."""
+        docname = f"chapters/{chapter.path.stem}"
+        xref, equation = notebook_roles.table_resolvers(self.table, docname)
+        try:
+            notebook_roles.resolve_cells(cells, self.glue, xref, equation)
+        except notebook_roles.UnresolvedRole as error:
+            raise ValueError(
+                f"{chapter.path.name}: {error}; the roles file {ROLES_FILE} is older than "
+                "the chapter: run `make book` (`make student` does) and try again"
+            ) from None
+
+
+def student_notebook(
+    chapter: Chapter,
+    answers: Mapping[str, Answer],
+    numbers: Mapping[str, str],
+    resolver: Resolver,
+) -> nbformat.NotebookNode:
+    """The student notebook of a chapter (nbformat 4, no outputs, no Jupytext metadata).
+
+    ``numbers`` names each exercise as the book does (``"Exercise 6.5"``); ``resolver``
+    turns the Markdown's roles into text.
+    """
+    notebook = jupytext.reads(student_text(chapter, answers, numbers), fmt="md:myst")
+    at = _first_code_index(notebook, chapter.path) + 1
+    notebook.cells[at:at] = [nbformat.v4.new_markdown_cell(INTRO), nbformat.v4.new_code_cell(INIT)]
+    resolver.resolve(chapter, notebook.cells)
+    return _plain_notebook(notebook, outputs=False)
+
+
+def solutions_notebook(
+    chapter: Chapter, executed: nbformat.NotebookNode, resolver: Resolver
+) -> nbformat.NotebookNode:
+    """The instructor's copy of a chapter: the executed probe notebook, solutions and
+    outputs kept, probes taken out, roles resolved."""
+    from myst_nb.ext.glue import extract_glue_data_cell
+
+    notebook = nbformat.reads(nbformat.writes(executed), as_version=4)
+    keep = []
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            if cell.source.startswith(("_course_probe(", "def _course_probe(")):
+                continue
+            extract_glue_data_cell(cell)  # the glued values are in the text now
+        keep.append(cell)
+    notebook.cells = keep
+    resolver.resolve(chapter, notebook.cells)
+    return _plain_notebook(notebook, outputs=True)
 
 
 # --------------------------------------------------------------------------- expected values
@@ -445,7 +580,7 @@ def _digest(salt, index, token):
 '''
 
 TEST_TEMPLATE = '''\
-"""Self-check of exercise {label} (written by course/student.py; do not edit).
+"""Self-check of {check} ({label}; written by course/student.py; do not edit).
 
 The expected answer is stored only as salted SHA-256 digests of its value rounded to the
 stated precision; the messages say right or wrong and never show it.
@@ -459,7 +594,7 @@ from otter.test_files import test_case
 
 OK_FORMAT = False  # otter: an exception-based test file, not the OK format
 
-name = {label!r}
+name = {check!r}
 points = 1
 
 VARIABLE = {name!r}
@@ -534,7 +669,9 @@ def _token_functions() -> tuple[Callable[..., list[str]], Callable[..., str]]:
     return namespace["_tokens"], namespace["_digest"]
 
 
-def test_file_source(answer: Answer, values: Sequence[Any], salt: str | None = None) -> str:
+def test_file_source(
+    answer: Answer, values: Sequence[Any], salt: str | None = None, check: str | None = None
+) -> str:
     """The otter exception-based test file of one exercise.
 
     Parameters
@@ -545,6 +682,9 @@ def test_file_source(answer: Answer, values: Sequence[Any], salt: str | None = N
         The expected values, one per kind.
     salt : str, optional
         The salt of the digests (random if not given).
+    check : str, optional
+        The test's name, the argument of ``grader.check`` (default: the label); the
+        edition names it as the book does, e.g. ``"Exercise 6.5"``.
 
     Returns
     -------
@@ -560,6 +700,7 @@ def test_file_source(answer: Answer, values: Sequence[Any], salt: str | None = N
             f"    ({kind.type!r}, {kind.abs!r}, {kind.rel!r}, {digest(salt, index, centre)!r}),"
         )
     return TEST_TEMPLATE.format(
+        check=check or answer.label,
         label=answer.label,
         name=answer.name,
         is_tuple=len(answer.kinds) > 1,
@@ -573,6 +714,28 @@ def test_file_source(answer: Answer, values: Sequence[Any], salt: str | None = N
 
 
 @dataclass
+class Prepared:
+    """The chapters executed with their solutions, and what the editions are made of."""
+
+    chapters: list[Chapter]
+    answers: dict[str, Answer]
+    #: exercise label -> its name in the book, e.g. ``"Exercise 6.5"``
+    numbers: dict[str, str]
+    #: chapter stem -> the executed probe notebook
+    executed: dict[str, nbformat.NotebookNode]
+    #: chapter stem -> what its roles resolve to
+    resolvers: dict[str, Resolver]
+    #: exercise label -> the expected values (one per kind)
+    expected: dict[str, tuple[Any, ...]]
+
+    def test_source(self, label: str) -> str:
+        """The otter test file of the exercise ``label``, named as the book names it."""
+        return test_file_source(
+            self.answers[label], self.expected[label], check=self.numbers[label]
+        )
+
+
+@dataclass
 class Edition:
     """What :func:`build` wrote, and the expected values it found (kept in memory only)."""
 
@@ -581,6 +744,14 @@ class Edition:
     notebooks: dict[str, Path] = field(default_factory=dict)
     tests: dict[str, Path] = field(default_factory=dict)
     expected: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    #: exercise label -> its name in the book and its check, e.g. ``"Exercise 6.5"``
+    numbers: dict[str, str] = field(default_factory=dict)
+    #: what happened to an output folder that already existed ("" if there was none)
+    note: str = ""
+    #: the instructor edition's folder, if one was written in the same run
+    instructor: Path | None = None
+    #: what it was made from (to write it again, e.g. beside a changed copy)
+    prepared: Prepared | None = None
 
 
 def chapter_paths() -> list[Path]:
@@ -611,38 +782,171 @@ def _check_table(chapters: Sequence[Chapter], answers: Mapping[str, Answer]) -> 
                 )
 
 
-def _check_out(out: Path) -> None:
-    if out.exists():
-        if not out.is_dir():
-            raise ValueError(f"--out {out}: exists and is not a directory")
-        if any(out.iterdir()) and not (out / MARKER).exists():
-            raise ValueError(
-                f"--out {out}: the directory is not empty and was not written by "
-                "course/student.py; give a new or empty directory"
-            )
+def _file_hashes(folder: Path) -> dict[str, str]:
+    """SHA-256 of every file under ``folder`` but the marker, by relative path."""
+    return {
+        path.relative_to(folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.name != MARKER
+    }
 
 
-def _prepare_out(out: Path) -> None:
-    _check_out(out)
-    if out.exists():
-        shutil.rmtree(out)
-    (out / "tests").mkdir(parents=True)
-    (out / MARKER).write_text("written by course/student.py; rewritten on every run\n")
+def is_untouched_edition(folder: Path) -> bool:
+    """Whether ``folder`` holds a student edition exactly as this script wrote it.
+
+    True when its marker file lists every file in it with the hash it was written with:
+    nothing was saved, added (an ``.OTTER_LOG``, a checkpoint) or removed since, so no
+    student's work can be in it.
+    """
+    marker = folder / MARKER
+    try:
+        written = json.loads(marker.read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return written == _file_hashes(folder)
 
 
-def build(
-    out: Path,
-    paths: Sequence[Path] | None = None,
-    answers: Mapping[str, Answer] = ANSWERS,
-    log: Callable[[str], None] = lambda s: None,
-    parallel: int = 2,
-) -> Edition:
-    """Write the student edition to ``out``.
+def choose_out(out: Path) -> tuple[Path, str]:
+    """Where to write an edition asked for at ``out``, and what happened to ``out``.
 
     Parameters
     ----------
     out : Path
-        Output directory; created, or replaced if an earlier run wrote it.
+        The folder asked for (``--out``).
+
+    Returns
+    -------
+    (Path, str)
+        ``out`` itself if it does not exist, is empty, or holds an untouched edition
+        (:func:`is_untouched_edition`, replaced); otherwise the first free or untouched
+        sibling ``out-2``, ``out-3``, ..., and a message saying why ``out`` was kept.
+    """
+
+    def usable(folder: Path) -> bool:
+        if not folder.exists():
+            return True
+        return folder.is_dir() and (not any(folder.iterdir()) or is_untouched_edition(folder))
+
+    if usable(out):
+        return out, ""
+    why = (
+        "holds a student edition that was changed since it was written (answers may be saved there)"
+        if (out / MARKER).exists()
+        else "is not a student edition this script wrote"
+    )
+    n = 2
+    while not usable(out.with_name(f"{out.name}-{n}")):
+        n += 1
+    beside = out.with_name(f"{out.name}-{n}")
+    return beside, (
+        f"{out} {why}, so it is left as it is; the new edition is in {beside}. "
+        f"Copy your answers across from {out}, and delete it yourself once you do not "
+        "need it (the next run writes beside it again until then)."
+    )
+
+
+def _write_folder(target: Path, write: Callable[[Path], None], marker: str) -> None:
+    """Write a folder in a temporary sibling, then put it in place of ``target``.
+
+    ``target`` must be free or replaceable (the caller decided); ``write(folder)`` fills
+    the folder; the marker file then records every file's hash.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        tmp.mkdir()
+        write(tmp)
+        stamp = {"written_by": "course/student.py", "files": _file_hashes(tmp)}
+        (tmp / marker).write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf-8")
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def rope_lib_hash() -> str:
+    """SHA-256 of rope_lib's files (code, data, static assets): what executions depend on."""
+    digest = hashlib.sha256()
+    package = ROOT / "rope_lib"
+    for path in sorted(package.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def execute_cached(
+    jobs: Sequence[tuple[nbformat.NotebookNode, Path]],
+    cache_dir: Path | None,
+    parallel: int = 2,
+    log: Callable[[str], None] = lambda s: None,
+) -> None:
+    """:func:`execute_notebooks`, reusing an execution of the same notebook and rope_lib.
+
+    Parameters
+    ----------
+    jobs : sequence of (notebook, directory)
+        As for :func:`execute_notebooks`; executed (or filled from the cache) in place.
+    cache_dir : Path or None
+        Where executed notebooks are kept, named by a SHA-256 of the notebook, of
+        :func:`rope_lib_hash` and of :data:`KERNEL_ENV`; None: always execute.
+    parallel : int
+        Notebooks executed at once.
+    log : callable
+        Receives one line saying how many were taken from the cache.
+    """
+    keys = []
+    for notebook, _ in jobs:
+        # the cells' content only: fresh cells get random ids
+        content = [(c.cell_type, c.source, c.get("metadata", {})) for c in notebook.cells]
+        digest = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode())
+        digest.update(rope_lib_hash().encode() + json.dumps(KERNEL_ENV).encode())
+        keys.append(digest.hexdigest()[:32])
+    todo = []
+    for (notebook, where), key in zip(jobs, keys, strict=True):
+        cached = None if cache_dir is None else cache_dir / f"{key}.ipynb"
+        if cached is not None and cached.is_file():
+            executed = nbformat.read(cached, as_version=4)
+            notebook.cells, notebook.metadata = executed.cells, executed.metadata
+        else:
+            todo.append((notebook, where, cached))
+    log(
+        f"executing {len(todo)} chapter(s) with their solutions, {parallel} at a time"
+        + (f" ({len(jobs) - len(todo)} from {cache_dir})" if len(todo) < len(jobs) else "")
+    )
+    execute_notebooks([(nb, where) for nb, where, _ in todo], parallel)
+    for notebook, _, cached in todo:
+        if cached is not None:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(notebook, cached)
+
+
+def read_roles_file(roles_file: Path) -> dict[str, Any]:
+    """The roles file of the last book build, or a ValueError saying how to make it."""
+    try:
+        return notebook_roles.read_roles(roles_file)
+    except FileNotFoundError:
+        raise ValueError(
+            f"no roles file {roles_file}: the editions take the text of the book's "
+            "cross-references from the last book build; run `make book` first (`make "
+            "student` and `make instructor` do)"
+        ) from None
+
+
+def prepare(
+    paths: Sequence[Path] | None = None,
+    answers: Mapping[str, Answer] = ANSWERS,
+    log: Callable[[str], None] = lambda s: None,
+    parallel: int = 2,
+    roles_file: Path = ROLES_FILE,
+    cache_dir: Path | None = CACHE_DIR,
+) -> Prepared:
+    """Execute the chapters with their solutions and read everything the editions need.
+
+    Parameters
+    ----------
     paths : sequence of Path, optional
         Chapters to include (default: every ``chapters/0*.md``).
     answers : mapping of label to Answer
@@ -651,11 +955,14 @@ def build(
         Receives progress lines.
     parallel : int
         How many chapters execute at once (each in its own kernel).
+    roles_file : Path
+        The roles file of the book build (``_build/notebook_roles.json``).
+    cache_dir : Path or None
+        Executed notebooks kept between runs (:func:`execute_cached`); None: execute.
 
     Returns
     -------
-    Edition
-        Paths written and the expected values.
+    Prepared
     """
     paths = chapter_paths() if paths is None else list(paths)
     if not paths:
@@ -667,29 +974,105 @@ def build(
         _check_table(chapters, answers)
     else:
         _check_table(chapters, table)
-    _check_out(out)  # before the long part, so a wrong --out fails at once
-    probes = [probe_notebook(c, table) for c in chapters]
-    log(f"executing {len(chapters)} chapter(s) with their solutions, {parallel} at a time")
-    # the later chapters take longest (chapter 7 about half of the total): start them first
-    jobs = [(nb, c.path.parent) for nb, c in zip(probes, chapters, strict=True)]
-    execute_notebooks(jobs[::-1], parallel)
-    _prepare_out(out)  # only now: a chapter that fails leaves an earlier edition in place
-    edition = Edition(out, chapters)
-    for chapter, probe in zip(chapters, probes, strict=True):
-        expected = read_probes(chapter, probe, table)
-        edition.expected.update(expected)
-        notebook = student_notebook(chapter, table)
-        target = out / (chapter.path.stem + ".ipynb")
-        nbformat.write(notebook, target)
-        edition.notebooks[chapter.path.stem] = target
-        for label, values in expected.items():
-            test = out / "tests" / f"{label}.py"
-            test.write_text(test_file_source(table[label], values), encoding="utf-8")
-            edition.tests[label] = test
-        log(
-            f"{target.name}: {len(chapter.solutions)} solutions removed, "
-            f"{len(expected)} self-checks"
+    roles = read_roles_file(roles_file)
+    numbers = dict(roles.get("exercises", {}))
+    missing = sorted(labels - set(numbers))
+    if missing:
+        raise ValueError(
+            f"the roles file {roles_file} has no number for the exercises {missing}: the "
+            "book was built before they were added; run `make book`"
         )
+    probes = [probe_notebook(c, table) for c in chapters]
+    # the later chapters take longest (chapter 9 about a third of the total): start them first
+    jobs = [(nb, c.path.parent) for nb, c in zip(probes, chapters, strict=True)]
+    execute_cached(jobs[::-1], cache_dir, parallel, log)
+    prepared = Prepared(chapters, table, {k: numbers[k] for k in labels}, {}, {}, {})
+    for chapter, probe in zip(chapters, probes, strict=True):
+        stem = chapter.path.stem
+        prepared.executed[stem] = probe
+        prepared.expected.update(read_probes(chapter, probe, table))
+        glue = notebook_roles.glue_values(probe.cells)
+        prepared.resolvers[stem] = Resolver(roles, glue)
+    return prepared
+
+
+def write_student(prepared: Prepared, out: Path, log: Callable[[str], None] = print) -> Edition:
+    """Write the student edition of ``prepared`` at ``out`` (or beside it: :func:`choose_out`).
+
+    Returns
+    -------
+    Edition
+        Its folder (``edition.out``, which may differ from ``out``), notebooks and tests.
+    """
+    target, note = choose_out(out)
+    notebooks = {
+        c.path.stem: student_notebook(
+            c, prepared.answers, prepared.numbers, prepared.resolvers[c.path.stem]
+        )
+        for c in prepared.chapters
+    }
+
+    def write(folder: Path) -> None:
+        (folder / "tests").mkdir()
+        for stem, notebook in notebooks.items():
+            nbformat.write(notebook, folder / f"{stem}.ipynb")
+        for label in prepared.expected:
+            name = f"{prepared.numbers[label]}.py"
+            (folder / "tests" / name).write_text(prepared.test_source(label), encoding="utf-8")
+
+    _write_folder(target, write, MARKER)
+    edition = Edition(target, prepared.chapters, expected=dict(prepared.expected), note=note)
+    edition.numbers = dict(prepared.numbers)
+    edition.prepared = prepared
+    for chapter in prepared.chapters:
+        stem = chapter.path.stem
+        edition.notebooks[stem] = target / f"{stem}.ipynb"
+        checks = [s.label for s in chapter.solutions if s.label in prepared.expected]
+        for label in checks:
+            edition.tests[label] = target / "tests" / f"{prepared.numbers[label]}.py"
+        log(f"{stem}.ipynb: {len(chapter.solutions)} solutions removed, {len(checks)} self-checks")
+    if note:
+        log(f"course.student: {note}")
+    return edition
+
+
+def build(
+    out: Path,
+    paths: Sequence[Path] | None = None,
+    answers: Mapping[str, Answer] = ANSWERS,
+    log: Callable[[str], None] = lambda s: None,
+    parallel: int = 2,
+    *,
+    roles_file: Path = ROLES_FILE,
+    cache_dir: Path | None = CACHE_DIR,
+    instructor: Path | None = None,
+) -> Edition:
+    """Write the student edition to ``out`` (and, optionally, the instructor edition).
+
+    Parameters
+    ----------
+    out : Path
+        Output folder; created, replaced if it holds an untouched edition, else the
+        edition goes beside it (:func:`choose_out`; ``edition.out`` says where).
+    paths, answers, log, parallel, roles_file, cache_dir
+        As for :func:`prepare`.
+    instructor : Path, optional
+        Also write the instructor edition there (``course/instructor.py``), from the same
+        execution.
+
+    Returns
+    -------
+    Edition
+        Paths written and the expected values.
+    """
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: exists and is not a directory")
+    prepared = prepare(paths, answers, log, parallel, roles_file, cache_dir)
+    edition = write_student(prepared, out, log)
+    if instructor is not None:
+        from course.instructor import write_instructor
+
+        edition.instructor = write_instructor(prepared, instructor, log)
     return edition
 
 
@@ -702,6 +1085,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--parallel", type=int, default=2, help="chapters executed at once (default 2)"
     )
+    parser.add_argument(
+        "--no-cache", action="store_true", help=f"execute even if {CACHE_DIR} has the result"
+    )
     parser.add_argument("chapters", nargs="*", type=Path, help="default: chapters/0*.md")
     args = parser.parse_args(argv)
     if args.parallel < 1:
@@ -710,13 +1096,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not path.is_file():
             parser.error(f"chapter {path}: no such file")
     try:
-        edition = build(args.out, args.chapters or None, log=print, parallel=args.parallel)
+        edition = build(
+            args.out,
+            args.chapters or None,
+            log=print,
+            parallel=args.parallel,
+            cache_dir=None if args.no_cache else CACHE_DIR,
+        )
     except ValueError as error:
         print(f"course.student: {error}", file=sys.stderr)
         return 2
     print(
         f"wrote {len(edition.notebooks)} notebooks and {len(edition.tests)} self-checks "
-        f"to {args.out}"
+        f"to {edition.out}"
     )
     return 0
 

@@ -17,10 +17,11 @@ cannot see the order of its inputs. This module computes
 * :func:`symbolic_invariance` and :func:`symbolic_equivariance`: sympy proofs, for a few
   tokens with symbolic entries, that one token's output does not depend on the order of the
   other tokens, and that permuting the tokens permutes the outputs;
-* :func:`plot_reordering_weights` and :func:`plot_token_output`: the chapter's figures.
 
-Conventions: tokens are rows. A sequence of :math:`T` tokens of width :math:`d_\text{model}`
-is an array ``x`` of shape ``(..., T, d_model)``; the projections act on columns,
+The chapter's figures are in ``rope_lib.figures.attention``.
+
+Conventions: tokens are rows. A sequence of :math:`N` tokens of width :math:`d_\text{model}`
+is an array ``x`` of shape ``(..., N, d_model)``; the projections act on columns,
 :math:`\boldsymbol q_m = \boldsymbol W_q \boldsymbol x_m`, so in row form
 :math:`\boldsymbol Q = \boldsymbol X \boldsymbol W_q^\top`.
 """
@@ -33,17 +34,11 @@ import sys
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ._lazy import lazy_import
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
-
-from . import plotting
 from ._validate import (
     MAX_DIM,
     check_elements,
@@ -56,10 +51,6 @@ from ._validate import (
 
 sp = lazy_import("sympy")
 
-#: Largest number of bar groups (coordinates of the output) in :func:`plot_token_output`.
-_MAX_PLOT_WIDTH = 256
-#: Largest number of words in the figures: each heatmap annotates all T**2 weights.
-_MAX_PLOT_WORDS = 32
 
 __all__ = [
     "softmax",
@@ -75,8 +66,6 @@ __all__ = [
     "symbolic_attention_row",
     "symbolic_invariance",
     "symbolic_equivariance",
-    "plot_reordering_weights",
-    "plot_token_output",
 ]
 
 
@@ -235,7 +224,7 @@ def attention_weights(q: Any, k: Any, causal: bool = False):
     Parameters
     ----------
     q : numpy.ndarray or torch.Tensor
-        Queries, shape ``(..., T, d)``.
+        Queries, shape ``(..., N, d)``.
     k : numpy.ndarray or torch.Tensor
         Keys, shape ``(..., S, d)``; batch dimensions broadcast against those of ``q``.
     causal : bool
@@ -244,7 +233,7 @@ def attention_weights(q: Any, k: Any, causal: bool = False):
     Returns
     -------
     numpy.ndarray or torch.Tensor
-        Shape ``(..., T, S)``; every row is a probability vector (with ``causal``, row
+        Shape ``(..., N, S)``; every row is a probability vector (with ``causal``, row
         :math:`m` is zero beyond column :math:`m`).
 
     Raises
@@ -262,7 +251,7 @@ def _attention_weights(q: Any, k: Any, causal: bool, use_torch: bool, culprit: s
     """:func:`attention_weights` for validated arrays; ``culprit`` names the caller's
     arguments in the refusal of scores that overflow (``"q and k are"``, or ``"x (with w_q
     and w_k) is"`` when self-attention made q and k)."""
-    _check_ndim(q, "q", "T, d")
+    _check_ndim(q, "q", "N, d")
     _check_ndim(k, "k", "S, d")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
@@ -309,7 +298,7 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, causal: bool = False):
     Parameters
     ----------
     q : numpy.ndarray or torch.Tensor
-        Queries, shape ``(..., T, d)``.
+        Queries, shape ``(..., N, d)``.
     k : numpy.ndarray or torch.Tensor
         Keys, shape ``(..., S, d)``.
     v : numpy.ndarray or torch.Tensor
@@ -320,7 +309,7 @@ def scaled_dot_product_attention(q: Any, k: Any, v: Any, causal: bool = False):
     Returns
     -------
     numpy.ndarray or torch.Tensor
-        Outputs of shape ``(..., T, d_v)``; NumPy in, NumPy out (integers promoted to
+        Outputs of shape ``(..., N, d_v)``; NumPy in, NumPy out (integers promoted to
         float64), torch in, torch out with the inputs' dtype and device.
     """
     causal = _check_causal(causal)
@@ -357,7 +346,7 @@ def self_attention(x: Any, w_q: Any, w_k: Any, w_v: Any, causal: bool = False):
     Parameters
     ----------
     x : numpy.ndarray or torch.Tensor
-        Token vectors as rows, shape ``(..., T, d_model)``.
+        Token vectors as rows, shape ``(..., N, d_model)``.
     w_q, w_k : numpy.ndarray or torch.Tensor
         Query and key projections, shape ``(d, d_model)``.
     w_v : numpy.ndarray or torch.Tensor
@@ -368,7 +357,7 @@ def self_attention(x: Any, w_q: Any, w_k: Any, w_v: Any, causal: bool = False):
     Returns
     -------
     numpy.ndarray or torch.Tensor
-        Outputs, shape ``(..., T, d_v)``.
+        Outputs, shape ``(..., N, d_v)``.
 
     Raises
     ------
@@ -378,7 +367,7 @@ def self_attention(x: Any, w_q: Any, w_k: Any, w_v: Any, causal: bool = False):
     """
     causal = _check_causal(causal)
     use_torch, (x, w_q, w_k, w_v) = _inputs(["x", "w_q", "w_k", "w_v"], [x, w_q, w_k, w_v])
-    _check_ndim(x, "x", "T, d_model")
+    _check_ndim(x, "x", "N, d_model")
     for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
         if w.ndim != 2 or w.shape[1] != x.shape[-1]:
             raise ValueError(
@@ -429,9 +418,9 @@ def equivariance_gap(x: Any, perm: Any, w_q: Any, w_k: Any, w_v: Any) -> float:
     Parameters
     ----------
     x : array_like
-        Tokens as rows, shape ``(..., T, d_model)``.
+        Tokens as rows, shape ``(..., N, d_model)``.
     perm : sequence of int
-        A permutation of ``0..T-1``.
+        A permutation of ``0..N-1``, :math:`N` the number of tokens (rows of ``x``).
     w_q, w_k, w_v : array_like
         Projections as in :func:`self_attention`.
 
@@ -441,7 +430,7 @@ def equivariance_gap(x: Any, perm: Any, w_q: Any, w_k: Any, w_v: Any) -> float:
         The largest absolute difference.
     """
     use_torch, (x,) = _inputs(["x"], [x])
-    _check_ndim(x, "x", "T, d_model")
+    _check_ndim(x, "x", "N, d_model")
     idx = _permutation(perm, x.shape[-2])
     out = self_attention(x, w_q, w_k, w_v)
     if use_torch:
@@ -540,7 +529,7 @@ def demo_projections(d: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray,
 
 def random_positions(n_positions: int, d: int = 4, seed: int = 0, scale: float = 1.0) -> np.ndarray:
     r"""Distinct random position vectors :math:`\boldsymbol p_0, \dots,
-    \boldsymbol p_{T-1} \sim \mathcal N(0, \text{scale}^2 \boldsymbol I_d)`.
+    \boldsymbol p_{N-1} \sim \mathcal N(0, \text{scale}^2 \boldsymbol I_d)`.
 
     Any distinct vectors break the permutation symmetry of attention; chapter
     ``sinusoidal`` derives a structured choice.
@@ -548,7 +537,7 @@ def random_positions(n_positions: int, d: int = 4, seed: int = 0, scale: float =
     Parameters
     ----------
     n_positions : int
-        Number of positions :math:`T`, >= 1, with ``n_positions * d`` at most ``MAX_ELEMENTS``.
+        Number of positions :math:`N`, >= 1, with ``n_positions * d`` at most ``MAX_ELEMENTS``.
     d : int
         Width, 1 to ``MAX_DIM``.
     seed : int
@@ -591,12 +580,12 @@ class SentenceAttention:
     words : tuple of str
         The tokens in sentence order.
     x : numpy.ndarray
-        Inputs, shape ``(T, d)``: word embeddings, plus :math:`\\boldsymbol p_m` at position
+        Inputs, shape ``(N, d)``: word embeddings, plus :math:`\\boldsymbol p_m` at position
         :math:`m` if positions were given.
     weights : numpy.ndarray
-        Attention weights, shape ``(T, T)``; row :math:`m` is what word :math:`m` attends to.
+        Attention weights, shape ``(N, N)``; row :math:`m` is what word :math:`m` attends to.
     output : numpy.ndarray
-        Outputs, shape ``(T, d)``.
+        Outputs, shape ``(N, d)``.
     """
 
     words: tuple[str, ...]
@@ -642,7 +631,7 @@ def sentence_attention(
     seed : int
         Seed of the embeddings and projections, >= 0.
     positions : array_like, optional
-        Finite position vectors, shape ``(T', d)`` with ``T' >= len(words)``; row :math:`m` is
+        Finite position vectors, shape ``(N', d)`` with ``N' >= len(words)``; row :math:`m` is
         added to the word at position :math:`m`. Vectors so large that the attention scores
         overflow float64 are refused.
 
@@ -668,7 +657,7 @@ def _sentence_attention(
         p = check_real_array(positions, "positions")
         if p.ndim != 2 or p.shape[1] != x.shape[1] or p.shape[0] < len(words):
             raise ValueError(
-                f"positions must have shape (T, d) with T >= {len(words)} and d = {x.shape[1]}, "
+                f"positions must have shape (N, d) with N >= {len(words)} and d = {x.shape[1]}, "
                 f"got {p.shape}"
             )
         x = x + p[: len(words)]
@@ -809,14 +798,17 @@ def symbolic_invariance(
 ) -> dict[tuple[int, ...], sp.Matrix]:
     r"""sympy check that a token's output does not depend on the order of the other tokens.
 
-    Tokens :math:`\boldsymbol x_0, \dots, \boldsymbol x_{T-1}` and the projections
-    :math:`\boldsymbol W_q, \boldsymbol W_k, \boldsymbol W_v` have symbolic real entries.
+    Tokens :math:`\boldsymbol x_0, \dots, \boldsymbol x_{N-1}` and the projections
+    :math:`\boldsymbol W_q, \boldsymbol W_k, \boldsymbol W_v` have symbolic real entries
+    (named ``x_{t,i}`` for coordinate :math:`i` of token :math:`t`, and ``a_{ij}``,
+    ``b_{ij}``, ``c_{ij}`` for row :math:`i`, column :math:`j` of :math:`\boldsymbol W_q`,
+    :math:`\boldsymbol W_k`, :math:`\boldsymbol W_v`; position vectors ``p_{t,i}``).
     For every permutation :math:`\sigma` that fixes the slot of ``token`` and reorders the
     others, the function returns the simplified difference
 
     .. math:: \boldsymbol o_\text{token}(\boldsymbol x_{\sigma(0)}, \dots,
-              \boldsymbol x_{\sigma(T-1)}) - \boldsymbol o_\text{token}(\boldsymbol x_0, \dots,
-              \boldsymbol x_{T-1}),
+              \boldsymbol x_{\sigma(N-1)}) - \boldsymbol o_\text{token}(\boldsymbol x_0, \dots,
+              \boldsymbol x_{N-1}),
 
     which is the zero vector. The original order itself is included (its difference is zero
     by construction and proves nothing; it serves only as a control); every other entry is a
@@ -829,8 +821,8 @@ def symbolic_invariance(
     Parameters
     ----------
     n_tokens : int
-        Number of tokens :math:`T`, 2 to 5 (the number of permutations grows as
-        :math:`(T-1)!`).
+        Number of tokens :math:`N`, 2 to 5 (the number of permutations grows as
+        :math:`(N-1)!`).
     d : int
         Width of tokens and head, 1 to 4.
     token : int
@@ -882,14 +874,14 @@ def symbolic_equivariance(perm: Sequence[int], d: int = 2) -> sp.Matrix:
     Parameters
     ----------
     perm : sequence of int
-        A permutation of ``0..T-1`` with :math:`2 \le T \le 5`.
+        A permutation of ``0..N-1`` with :math:`2 \le N \le 5` (:math:`N` tokens).
     d : int
         Width, 1 to 4.
 
     Returns
     -------
     sympy.Matrix
-        The simplified difference, shape ``(T, d)``: the zero matrix.
+        The simplified difference, shape ``(N, d)``: the zero matrix.
     """
     if (
         isinstance(perm, (str, bytes))
@@ -911,9 +903,6 @@ def symbolic_equivariance(perm: Sequence[int], d: int = 2) -> sp.Matrix:
     return diff.applyfunc(_simplify)
 
 
-# --------------------------------------------------------------------------------------------
-# figures
-# --------------------------------------------------------------------------------------------
 def _order(order: Any, size: int, name: str = "order") -> np.ndarray:
     if isinstance(order, (str, bytes)):
         raise TypeError(f"{name} must be a sequence of integers, got {order!r}")
@@ -924,151 +913,3 @@ def _order(order: Any, size: int, name: str = "order") -> np.ndarray:
     if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
         raise TypeError(f"{name} must be a sequence of integers, got {order!r}")
     return _permutation(arr, size, name)
-
-
-def _demo_pair(
-    words: Any, order: Any, d: int, seed: int, position_scale: float, position_seed: int
-) -> dict:
-    """The four runs of the figures, after validating every argument by the caller's name."""
-    words = _words(words)
-    if len(words) > _MAX_PLOT_WORDS:
-        raise ValueError(
-            f"words must hold at most {_MAX_PLOT_WORDS} words for the figures, got {len(words)}"
-        )
-    idx = _order(order, len(words))
-    reordered = tuple(words[i] for i in idx)
-    d = _width(d)
-    seed = check_seed(seed)
-    position_scale = check_real(position_scale, "position_scale", low=0.0, low_open=True)
-    position_seed = check_seed(position_seed, "position_seed")
-    p = _random_positions(len(words), d, position_seed, position_scale, "position_scale")
-    culprit = f"position_scale = {position_scale!r} is"
-    return {
-        (False, False): sentence_attention(words, d, seed),
-        (False, True): sentence_attention(reordered, d, seed),
-        (True, False): _sentence_attention(words, d, seed, p, culprit),
-        (True, True): _sentence_attention(reordered, d, seed, p, culprit),
-    }
-
-
-def plot_reordering_weights(
-    words: Any = ("this", "is", "awesome"),
-    order: Sequence[int] = (0, 2, 1),
-    d: int = 4,
-    seed: int = 0,
-    position_scale: float = 1.0,
-    position_seed: int = 0,
-) -> Figure:
-    r"""Figure: attention weights of a sentence and of its reordering, without and with
-    position vectors.
-
-    A 2 x 2 grid of heatmaps: columns are the sentence and the sentence reordered by
-    ``order`` (slot :math:`i` holds word ``order[i]``); the top row uses the word embeddings
-    alone, the bottom row adds :func:`random_positions` ``(T, d, position_seed,
-    position_scale)``. Each cell is annotated with its weight :math:`A_{mn}`.
-
-    Parameters
-    ----------
-    words : str or sequence of str
-        The sentence, at most 32 words (every heatmap annotates all :math:`T^2` weights).
-    order : sequence of int
-        A permutation of ``0..T-1``.
-    d, seed : int
-        Width and seed of :func:`sentence_attention`.
-    position_scale : float
-        Standard deviation of the position vectors, a finite number > 0; a scale so large
-        that the attention scores overflow float64 is refused by name.
-    position_seed : int
-        Seed of the position vectors, >= 0.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
-    runs = _demo_pair(words, order, d, seed, position_scale, position_seed)
-    fig, axes = plotting.new_figure(ncols=2, nrows=2, width=7.6, height=6.6)
-    titles = {False: "embeddings only", True: r"embeddings + positions $\boldsymbol{p}_m$"}
-    image = None
-    for (with_p, reordered), run in runs.items():
-        ax = axes[int(with_p), int(reordered)]
-        ax.grid(False)
-        image = ax.imshow(run.weights, cmap=plotting.CMAP, vmin=0.0, vmax=1.0)
-        t = len(run.words)
-        ax.set_xticks(range(t), run.words)
-        ax.set_yticks(range(t), run.words)
-        for i in range(t):
-            for j in range(t):
-                value = run.weights[i, j]
-                ax.text(
-                    j,
-                    i,
-                    f"{value:.2f}",
-                    ha="center",
-                    va="center",
-                    fontsize=10,
-                    color="black" if value > 0.55 else "white",
-                )
-        ax.set_xlabel("key (attended word)")
-        ax.set_ylabel("query word")
-        ax.set_title(f"\u201c{' '.join(run.words)}\u201d\n{titles[with_p]}", fontsize=10.5)
-    fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight $A_{mn}$")
-    return fig
-
-
-def plot_token_output(
-    words: Any = ("this", "is", "awesome"),
-    order: Sequence[int] = (0, 2, 1),
-    token: str = "awesome",
-    d: int = 4,
-    seed: int = 0,
-    position_scale: float = 1.0,
-    position_seed: int = 0,
-) -> Figure:
-    r"""Figure: the output vector of one word in a sentence and in its reordering.
-
-    Two panels of grouped bars (one group per coordinate of :math:`\boldsymbol o`): left
-    without positions (the bars coincide), right with :func:`random_positions` added (they
-    differ). Arguments as in :func:`plot_reordering_weights`; ``token`` names the word (a
-    string), and ``d`` is at most 256 (one group of bars per coordinate).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
-    if not isinstance(token, str):
-        raise TypeError(f"token must be one of the words (a string), got {token!r:.80}")
-    if _width(d) > _MAX_PLOT_WIDTH:
-        raise ValueError(
-            f"d must be at most {_MAX_PLOT_WIDTH} in plot_token_output (one group of bars per "
-            f"coordinate), got {d}"
-        )
-    runs = _demo_pair(words, order, d, seed, position_scale, position_seed)
-    if token not in runs[(False, False)].words:
-        raise ValueError(
-            f"token must be one of the words {runs[(False, False)].words}, got {token!r}"
-        )
-    fig, axes = plotting.new_figure(ncols=2, width=8.0, height=3.4, sharey=True)
-    titles = {False: "embeddings only", True: r"embeddings + positions $\boldsymbol{p}_m$"}
-    for ax, with_p in zip(axes, (False, True), strict=True):
-        width = 0.38
-        for k, reordered in enumerate((False, True)):
-            run = runs[(with_p, reordered)]
-            coords = np.arange(run.output.shape[1])
-            style = plotting.line_style(k)
-            ax.bar(
-                coords + (k - 0.5) * width,
-                run.row(token),
-                width=width,
-                color=style["color"],
-                hatch="" if k == 0 else "//",
-                edgecolor="white",
-                label=f"\u201c{' '.join(run.words)}\u201d",
-            )
-        ax.axhline(0.0, color="black", lw=0.8)
-        ax.set_xticks(coords, [f"$o_{{{i}}}$" for i in coords])
-        ax.set_xlabel(f"coordinate of the output of \u201c{token}\u201d")
-        ax.set_title(titles[with_p])
-    axes[0].set_ylabel("value")
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside upper center", ncols=2, frameon=False)
-    return fig

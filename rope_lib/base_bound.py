@@ -1,93 +1,57 @@
 r"""The lower bound on the RoPE base implied by a context length (chapter ``base-bound``).
 
-What this module computes
--------------------------
+What the base-bound module computes
+-----------------------------------
 * :func:`similarity_margin`: :math:`B_m = \sum_{i=0}^{d/2-1}\cos(m\theta_i)`, the expected
   advantage of a key similar to the query over a random key at distance :math:`m`, divided by
-  :math:`2\sigma^2` (Men et al. 2024).
+  :math:`2\sigma^2` (Men et al. 2024); :func:`similarity_gap_expected` (its closed form for
+  unequal means), :func:`symbolic_similarity_gap` (the same in SymPy) and
+  :func:`similarity_gap_monte_carlo` (a Monte Carlo estimate with confidence intervals).
 * :func:`max_context`: the horizon of a base, the first :math:`m \ge 0` with :math:`B_m < 0`.
 * :func:`min_base`: the smallest base with :math:`B_m \ge 0` for every integer
-  :math:`0 \le m < L`, found by a *certified* sweep (below); :func:`min_base_search` returns the
-  same base with the evidence (steps, scans, uncertified gaps), and :func:`min_base_table`
-  the table of the chapter, read from a JSON cache keyed on this module's source.
-* :func:`similarity_gap_monte_carlo`: a Monte Carlo estimate of
-  :math:`\delta_m/(2\sigma^2)` with confidence intervals, for equal or unequal means.
+  :math:`0 \le m < L`, found by a *certified* sweep (the algorithm is in
+  :mod:`rope_lib._certified_sweep`); :func:`min_base_search` returns the same base with the
+  evidence (steps, scans, uncertified gaps, and the cost of the cold computation).
 * :func:`base_is_feasible` (is :math:`B_m \ge 0` for every :math:`m < L`?) and
   :func:`feasible_window_top` (walk up from a feasible base to the top of its window).
-* :func:`su_min_base`: Su's published coarse-to-fine search; :func:`grid_min_base`: the
-  first feasible base of a two-digit grid (a hypothesis about the paper's table);
-  :func:`published_summary`: the comparison of the published tables with the exact one.
-* :func:`float32_margin`: :math:`B_m` with angles rounded as a float32 implementation would;
-  :func:`float32_min_base`: the first base that passes in float32.
-* :func:`html_table` and one plotting function per figure of the chapter.
 
-Why a certified sweep
----------------------
-The set of feasible bases :math:`\{b : B_m(b) \ge 0\ \forall m < L\}` is *not* an interval:
-it has narrow windows. Bisection assumes monotonicity and can return a wrong base; a grid
-can step over a window. Work in :math:`u = \ln b`, so :math:`\theta_i = e^{-t_i u}` with
-:math:`t_i = 2i/d`. With :math:`x_i = m\theta_i` and :math:`g_i = t_i x_i`,
+The chapter's table of minimum bases and the published methods it is compared with (Su's
+search, the two-digit grid, float32 angles) are in :mod:`rope_lib.base_table`; the figures of
+the chapter in :mod:`rope_lib.figures.base_bound`.
 
-.. math:: \frac{dB_m}{du} = \sum_i g_i \sin x_i, \qquad
-          \Bigl|\frac{d^2B_m}{du^2}\Bigr| = \Bigl|\sum_i g_i^2\cos x_i + t_i g_i\sin x_i\Bigr|
-          \le \sum_i g_i^2 + t_i g_i =: M_m(u),
-
-and :math:`M_m` decreases in :math:`u` (every :math:`g_i` does). Hence for :math:`h \ge 0`
-
-.. math:: B_m(u + h) \le B_m(u) + B_m'(u)\,h + \tfrac12 M_m(u)\,h^2 .
-
-If :math:`B_m(u) < 0`, the right side stays negative on :math:`[u, u + h^*)` with :math:`h^*`
-its positive root: every base in :math:`[e^u, e^{u+h^*})` is *proven* infeasible (distance
-:math:`m` fails). The sweep starts at a proven lower bound (:math:`u = 0`, or the answer for a
-shorter context, since feasibility for :math:`L` implies feasibility for every shorter
-length), and repeatedly steps by the longest certified :math:`h^*` over the failing distances.
-Failing distances are found by a full scan of all :math:`m < L` (one complex matrix product,
-below) and then *tracked*: a negative region of :math:`B` in the :math:`(m, u)` plane drifts
-slowly in :math:`m`, so the failing distances at the next point are looked for in small windows
-around the current ones, and a full scan is made only when tracking stops paying.
-Where every failing distance is about to turn positive (the certified step shrinks below
-``1e-9``), the sweep leaps ``1e-9`` in :math:`u` without a certificate and records the gap.
-It stops at the first point where a full scan finds :math:`B_m \ge 0` for every
-:math:`m < L`.
-
+The feasible set :math:`\{b : B_m(b) \ge 0\ \forall m < L\}` is *not* an interval: it has
+narrow windows, so bisection can return a wrong base and a grid can step over a window.
 What is guaranteed (see :func:`min_base_search`): the returned base :math:`b` satisfies
 :math:`B_m(b) \ge 0` for every integer :math:`0 \le m < L` (float64 evaluation with a rounding
 margin, borderline values re-checked with 50-digit mpmath); every base below :math:`b`, down to
 the starting bound, is proven infeasible, except inside the recorded gaps, each of relative
 width at most :math:`10^{-9}`. So no feasible window wider than :math:`10^{-9}` (relative) is
-skipped, and if the smallest feasible base lies at the start of the window the sweep ends in,
-the returned base exceeds it by a relative :math:`10^{-9}` at most: far inside the promised
-:math:`10^{-4}`.
-
-Fast exact evaluation at one base
----------------------------------
-For :math:`m = aK + c` with :math:`0 \le c < K`:
-:math:`\sum_i e^{\mathrm i m\theta_i} = \sum_i e^{\mathrm i aK\theta_i} e^{\mathrm i c\theta_i}`,
-the :math:`(a, c)` entry of a complex matrix product :math:`(A \times d/2)(d/2 \times K)`.
-Only the rounding of each phase differs from the direct sum (error :math:`\approx 10^{-10}` at
-:math:`m = 10^6`), and the weighted product with :math:`t_i\theta_i` gives :math:`B_m'` at the
-same cost. The public :func:`similarity_margin` uses :func:`rope_lib.decay.ones_score`, which
-implements the same trick.
+skipped. Not excluded: a narrower feasible window inside a gap; if one existed, the smallest
+feasible base would lie there, below the returned base. Outside that proviso the smallest
+feasible base lies at the start of the window the sweep ends in, and the returned base
+exceeds it by a relative :math:`10^{-9}` at most: far inside the promised :math:`10^{-4}`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-from collections.abc import Sequence
+import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import plotting
+from ._certified_sweep import (
+    _charge,
+    _horizon,
+    _OutOfSteps,
+    _sweep,
+    _work,
+)
 from ._validate import (
     check_base,
     check_dim,
     check_elements,
-    check_flag,
     check_integer_array,
     check_positive_int,
     check_real,
@@ -103,68 +67,15 @@ __all__ = [
     "min_base",
     "min_base_search",
     "BaseSearch",
-    "min_base_table",
-    "PUBLISHED_MIN_BASE",
-    "REAL_MODELS",
-    "float32_margin",
-    "float32_min_base",
     "base_is_feasible",
     "feasible_window_top",
-    "grid_min_base",
-    "su_min_base",
-    "published_summary",
-    "html_table",
-    "brute_force_feasible",
     "similarity_gap_monte_carlo",
     "similarity_gap_expected",
     "symbolic_similarity_gap",
-    "plot_similarity_margin",
-    "plot_monte_carlo_gap",
-    "plot_horizon_vs_base",
-    "plot_min_base_table",
 ]
 
-#: Published minimum bases for d = 128, keyed by log2(L): (Men et al. 2024, Table 2;
-#: Su 2024, archive 10122), as printed.
-PUBLISHED_MIN_BASE: dict[int, tuple[float, float]] = {
-    10: (4.3e3, 4.3e3),
-    11: (1.6e4, 1.2e4),
-    12: (2.7e4, 2.7e4),
-    13: (8.4e4, 8.4e4),
-    14: (3.1e5, 2.3e5),
-    15: (6.4e5, 6.3e5),
-    16: (2.1e6, 2.1e6),
-    17: (7.8e6, 4.9e6),
-    18: (3.6e7, 2.4e7),
-    19: (6.4e7, 5.8e7),
-    20: (5.1e8, 6.5e7),
-}
 
-#: The settings of Men et al. 2024, Table 1: (model, base, training context length), d = 128.
-REAL_MODELS: tuple[tuple[str, float, int], ...] = (
-    ("Llama-7B", 1e4, 2048),
-    ("Llama2-7B", 1e4, 4096),
-    ("Llama3-8B", 5e5, 8192),
-    ("Mistral-7B-v0.2", 1e6, 32768),
-    ("Baichuan2-7B", 1e4, 4096),
-)
-
-#: Width (in u = ln b) of an uncertified leap; also the relative precision actually achieved.
-_LEAP = 1e-9
-#: Cost of one 50-digit mpmath term relative to one float64 term, for the budgets.
-_MP_COST = 4000
-#: Half-width of the windows searched around tracked failing distances.
-_WINDOW = 12
-#: Number of failing distances tracked between full scans.
-_TRACKED = 24
-_U_MAX = math.log(1e300)
-#: Largest number of angles one block of the direct cosine sums holds (32 MiB of float64).
-_BLOCK_TERMS = 1 << 22
-_CACHE = Path(__file__).with_name("data") / "min_base_table.json"
-#: The lengths of the shipped table (``min_base_table()``): the only call that writes the cache.
-_DEFAULT_LOG2_LENGTHS = tuple(range(10, 21))
-
-#: Largest context length L accepted by the searches and feasibility checks of this module
+#: Largest context length L accepted by the searches and feasibility checks of chapter 7
 #: (``min_base``, ``base_is_feasible``, ``grid_min_base``, ...). One full scan of all m < L
 #: holds about 4 L float64 values (128 MiB at this limit) and takes about 0.15 s at d = 128;
 #: the chapter's table stops at 2**20.
@@ -176,21 +87,12 @@ MAX_HORIZON_LIMIT = 1 << 26
 #: is at most 2**32 (the default limit 2**26 at d = 128), so a scan stays near a second.
 MAX_HORIZON_TERMS = 1 << 32
 #: Default budget of the certified sweep of :func:`min_base` / :func:`min_base_search`, in
-#: steps of work (see :data:`STEP_TERMS`): one per sweep iteration plus the terms it evaluates,
+#: steps of work (see ``rope_lib._certified_sweep.STEP_TERMS``): one per sweep iteration plus the terms it evaluates,
 #: so a call within the default budget stays within about 30 s (L up to 2**17 from scratch at
 #: d = 128; longer contexts from scratch ask for a larger ``max_steps``).
 DEFAULT_MAX_STEPS = 50_000
-#: Default budget of :func:`min_base_table`, shared by the rows it computes: the chapter's
-#: table (L = 2**10 .. 2**20, d = 128) is computed once (about a minute) and cached.
-TABLE_MAX_STEPS = 3_000_000
-#: Largest budget any ``max_steps`` keyword of this module accepts.
+#: Largest budget any ``max_steps`` keyword of chapter 7's modules accepts.
 MAX_STEPS = 10**8
-#: One step of a budget pays for this many evaluated (distance, frequency) terms (at least 64
-#: frequencies are counted per distance, the fixed cost of a distance at small d), on top of
-#: one step per iteration / examined base. Every search of this module charges its budget
-#: this way, so ``max_steps`` bounds the time of a call (roughly 0.5 ms per step), not only
-#: its number of iterations.
-STEP_TERMS = 1 << 16
 
 
 # --------------------------------------------------------------------------------------------
@@ -217,36 +119,6 @@ def _check_steps(max_steps: Any) -> int:
     )
 
 
-def _check_rows(rows: Any, name: str, keys: Sequence[str]) -> list[dict]:
-    """``rows`` as a list of dicts holding ``keys`` (rows of :func:`min_base_table`)."""
-    what = f"{name} must be a sequence of rows of min_base_table (dicts with keys {list(keys)})"
-    if isinstance(rows, str | bytes | dict) or not isinstance(rows, Sequence | np.ndarray):
-        raise TypeError(f"{what}, got {type(rows).__name__}")
-    out = list(rows)
-    for row in out:
-        if not isinstance(row, dict):
-            raise TypeError(f"{what}, got an entry of type {type(row).__name__}")
-        missing = [k for k in keys if k not in row]
-        if missing:
-            raise ValueError(f"{what}; a row lacks {missing}")
-    return out
-
-
-def _work(n_distances: int, d: int, factor: int = 1) -> int:
-    """Steps charged for evaluating ``n_distances`` distances (all d/2 frequencies each)."""
-    return -(-factor * int(n_distances) * max(d // 2, 64) // STEP_TERMS)
-
-
-def _charge(budget: list[int] | None, cost: int) -> None:
-    """Take ``cost`` steps from ``budget[0]``; :class:`_OutOfSteps` when too few are left."""
-    if budget is None:
-        return
-    if budget[0] < cost:
-        budget[0] = 0
-        raise _OutOfSteps
-    budget[0] -= cost
-
-
 def _budget_error(what: str, max_steps: int) -> ValueError:
     return ValueError(
         f"{what} did not finish within max_steps = {max_steps}; pass a larger max_steps "
@@ -263,7 +135,10 @@ def similarity_margin(m: Any, d: int, base: float = 10000.0) -> np.ndarray | np.
     .. math:: B_m = \sum_{i=0}^{d/2-1} \cos(m\theta_i), \qquad \theta_i = b^{-2i/d},
 
     which equals :math:`\delta_m / (2\sigma^2)`, the expected advantage of a key similar to the
-    query over a random key at relative distance :math:`m` (chapter ``base-bound``).
+    query over a random key at relative distance :math:`m`, when queries have covariance
+    :math:`\sigma^2 I` and the means leave no remainder: pair by pair, the query's mean is
+    zero or equals the key's (chapter ``base-bound``; :func:`similarity_gap_expected` gives
+    the general case).
 
     Parameters
     ----------
@@ -285,123 +160,13 @@ def similarity_margin(m: Any, d: int, base: float = 10000.0) -> np.ndarray | np.
     return 0.5 * ones_score(ms, d, base)
 
 
-def _mp_margin(m: int, d: int, base: float, dps: int = 50) -> float:
-    """B_m for the exact binary value of ``base``, in mpmath with ``dps`` digits."""
-    import mpmath
-
-    with mpmath.workdps(dps):
-        b = mpmath.mpf(base)
-        total = mpmath.mpf(0)
-        for i in range(d // 2):
-            total += mpmath.cos(m * b ** (mpmath.mpf(-2 * i) / d))
-        return float(total)
-
-
-def _eps(m_max: float, n: int) -> float:
-    """Rounding margin of a float64 B_m (phases m*theta_i carry ~m*2^-52 absolute error)."""
-    return n * (m_max + 2.0) * 2.0**-46
-
-
-class _Terms:
-    """Frequencies and the constants of the Taylor bound at one point u = ln b."""
-
-    def __init__(self, d: int, u: float):
-        self.n = d // 2
-        self.t = 2.0 * np.arange(self.n) / d
-        self.th = np.exp(-self.t * u)
-        self.w = self.t * self.th  # weights of the derivative
-        # M_m = m^2 S2 + m S1 bounds |B''| from u on.
-        self.s2 = float(np.sum((self.t * self.th) ** 2)) * (1 + 1e-12)
-        self.s1 = float(np.sum(self.t**2 * self.th)) * (1 + 1e-12)
-        self.sd = float(np.sum(self.w)) + float(np.sum(self.t * self.th**2))
-
-    def curvature(self, m: np.ndarray) -> np.ndarray:
-        return m * m * self.s2 + m * self.s1
-
-    def deriv_error(self, m: np.ndarray) -> np.ndarray:
-        return (m * m + m + self.n) * self.sd * 2.0**-46
-
-
-def _table(terms: _Terms, rows: np.ndarray, cols: np.ndarray, deriv: bool):
-    r"""B (and B') at m = rows[:, None] + cols[None, :] via one real matrix product.
-
-    With :math:`\alpha = r\theta_i`, :math:`\gamma = c\theta_i`:
-    :math:`\cos(\alpha+\gamma) = \cos\alpha\cos\gamma - \sin\alpha\sin\gamma` and
-    :math:`\sin(\alpha+\gamma) = \sin\alpha\cos\gamma + \cos\alpha\sin\gamma`, summed
-    over i with weights 1 (for B) and :math:`t_i\theta_i` (for B'/m).
-    """
-    ra = np.multiply.outer(rows.astype(np.float64), terms.th)
-    ca = np.multiply.outer(terms.th, cols.astype(np.float64))
-    lc, ls = np.cos(ra), np.sin(ra)
-    right = np.concatenate([np.cos(ca), np.sin(ca)])
-    r = rows.size
-    if not deriv:
-        return np.concatenate([lc, -ls], axis=1) @ right, None
-    left = np.empty((2 * r, 2 * terms.n))
-    left[:r, : terms.n] = lc
-    left[:r, terms.n :] = -ls
-    left[r:, : terms.n] = ls * terms.w
-    left[r:, terms.n :] = lc * terms.w
-    prod = left @ right
-    m = rows[:, None].astype(np.float64) + cols[None, :]
-    return prod[:r], m * prod[r:]
-
-
-def _scan(terms: _Terms, start: int, stop: int, deriv: bool):
-    """B_m (and B'_m) for every integer start <= m < stop."""
-    span = stop - start
-    k = 1 << max(4, math.ceil(math.log2(max(span, 2)) / 2))
-    a = -(-span // k)
-    rows = start + k * np.arange(a, dtype=np.int64)
-    b, db = _table(terms, rows, np.arange(k), deriv)
-    b = b.ravel()[:span]
-    return b, (db.ravel()[:span] if deriv else None)
-
-
-def _certified_step(b: np.ndarray, db: np.ndarray, m: np.ndarray, terms: _Terms, eps: float):
-    """Length h* of the interval [u, u + h*) on which B_m < 0 is proven (0 where not failing)."""
-    bu = b + eps
-    du = db + terms.deriv_error(m)
-    curv = terms.curvature(m)
-    h = np.zeros_like(b)
-    fail = bu < 0
-    if np.any(fail):
-        bf, df, cf = -bu[fail], du[fail], curv[fail]
-        root = np.sqrt(df * df + 2.0 * cf * bf)
-        # Positive root of -bf + df h + cf h^2 / 2 = 0, in its two stable forms.
-        h[fail] = np.where(df > 0, 2.0 * bf / (df + root), (root - df) / cf)
-    return h
-
-
-def _first_negative(
-    values: np.ndarray,
-    ms: np.ndarray,
-    d: int,
-    base: float,
-    eps: float,
-    budget: list[int] | None = None,
-) -> int:
-    """Index of the first m with B_m < 0 (values within eps re-checked in mpmath), or -1.
-
-    Each 50-digit re-check costs ``budget`` about 4000 float64 terms' worth per frequency.
-    """
-    suspects = np.flatnonzero(values < eps)
-    for idx in suspects:
-        if values[idx] < -eps:
-            return int(idx)
-        _charge(budget, _work(1, d, factor=_MP_COST))
-        if _mp_margin(int(ms[idx]), d, base) < 0:
-            return int(idx)
-    return -1
-
-
 def max_context(base: float, d: int = 128, *, limit: int | None = None) -> int:
     r"""Horizon of a base: the largest :math:`L` with :math:`B_m \ge 0` for all :math:`0 \le m < L`.
 
     .. math:: \operatorname{max\_context}(b) = \min\{m \ge 0 : B_m(b) < 0\}.
 
     :math:`B_m` is evaluated for every integer :math:`m` in blocks of growing size (exact
-    matrix-product route of the module docstring); values within the float64 rounding margin
+    matrix-product route of :mod:`rope_lib._certified_sweep`); values within the float64 rounding margin
     are decided in 50-digit mpmath, so the answer is exact.
 
     Parameters
@@ -411,8 +176,8 @@ def max_context(base: float, d: int = 128, *, limit: int | None = None) -> int:
     d : int
         Head dimension, even, >= 2.
     limit : int, optional
-        Largest distance examined, at most :data:`MAX_HORIZON_LIMIT` = 2**26 and at most
-        :data:`MAX_HORIZON_TERMS` / (d/2) (the work of one scan); the default is the larger
+        Largest distance examined, at most ``MAX_HORIZON_LIMIT`` = 2**26 and at most
+        ``MAX_HORIZON_TERMS`` / (d/2) = 2**32 / (d/2) (the work of one scan); the default is the larger
         value both allow (2**26 for d <= 128). If :math:`B_m \ge 0` for every
         :math:`m <` ``limit``, a ``ValueError`` is raised rather than a wrong number returned.
 
@@ -447,22 +212,6 @@ def max_context(base: float, d: int = 128, *, limit: int | None = None) -> int:
     )
 
 
-def _horizon(base: float, d: int, limit: int, budget: list[int] | None = None) -> int:
-    """First m < limit with B_m < 0, or -1; charges ``budget`` for the distances scanned."""
-    terms = _Terms(d, math.log(base))
-    start, size = 0, 4096
-    while start < limit:
-        stop = min(limit, start + size)
-        _charge(budget, _work(stop - start, d))
-        values, _ = _scan(terms, start, stop, deriv=False)
-        ms = np.arange(start, stop)
-        idx = _first_negative(values, ms, d, base, _eps(stop, d // 2), budget)
-        if idx >= 0:
-            return int(ms[idx])
-        start, size = stop, min(2 * size, 1 << 21)
-    return -1
-
-
 # --------------------------------------------------------------------------------------------
 # the certified sweep
 # --------------------------------------------------------------------------------------------
@@ -485,7 +234,17 @@ class BaseSearch:
         Certified steps taken and full scans of all m < L made, over the whole chain of
         sweeps that led here (shorter lengths first).
     min_margin : float
-        :math:`\\min_{m<L} B_m` at the returned base (>= 0).
+        :math:`\\min_{m<L} B_m` at the returned base (>= 0; zero up to the last uncertified
+        leap, since the sweep stops just past the base where a distance reaches
+        :math:`B_m = 0`).
+    seconds : float
+        CPU time of the process (``time.process_time``) spent in the sweeps of that chain,
+        each measured when it ran (from the proven lower bound it started at), summed: the
+        cost of a *cold* computation, not inflated by other processes sharing the machine.
+        A memoised result keeps the seconds of the computation that made it, so this is
+        never the time of a cache look-up.
+    work : int
+        Steps of the budget (see :func:`min_base_search`) the sweeps of that chain used.
     """
 
     base: float
@@ -496,71 +255,11 @@ class BaseSearch:
     n_steps: int = 0
     n_scans: int = 0
     min_margin: float = 0.0
+    seconds: float = 0.0
+    work: int = 0
 
 
 _SWEEPS: dict[int, dict[int, BaseSearch]] = {}
-
-
-def _pick(m: np.ndarray, b: np.ndarray, db: np.ndarray, h: float) -> np.ndarray:
-    """Distances most likely to fail at u + h (smallest linear prediction), to be tracked."""
-    pred = b + db * h
-    keep = np.flatnonzero(pred < 1.0)
-    if keep.size > _TRACKED:
-        keep = keep[np.argpartition(pred[keep], _TRACKED)[:_TRACKED]]
-    return np.unique(m[keep])
-
-
-class _OutOfSteps(Exception):
-    """The sweep used up its budget of iterations (turned into a ValueError by the caller)."""
-
-
-def _sweep(length: int, d: int, u: float, budget: list[int]) -> tuple[float, list, int, int, float]:
-    """Certified sweep upward from u (a proven lower bound) for context length ``length``.
-
-    ``budget[0]`` is the number of iterations left (shared along a chain of sweeps); each
-    iteration uses one, and :class:`_OutOfSteps` is raised when none is left.
-    """
-    n = d // 2
-    eps = _eps(length, n)
-    window = np.arange(-_WINDOW, _WINDOW + 1)
-    tracked = np.empty(0, dtype=np.int64)
-    gaps: list[tuple[float, float]] = []
-    n_steps = n_scans = 0
-    h_ref = 0.0
-    while True:
-        _charge(budget, 1)
-        if u > _U_MAX:
-            raise ValueError(f"no base below 1e300 satisfies the bound for L = {length}, d = {d}")
-        terms = _Terms(d, u)
-        h_best = 0.0
-        if tracked.size:
-            _charge(budget, _work(tracked.size * window.size, d))
-            b, db = _table(terms, tracked, window, deriv=True)
-            m = (tracked[:, None] + window[None, :]).astype(np.float64)
-            ok = (m >= 1) & (m < length)
-            m, b, db = m[ok], b[ok], db[ok]
-            h = _certified_step(b, db, m, terms, eps)
-            h_best = float(h.max()) if h.size else 0.0
-            if h_best > 0 and h_best >= 0.05 * h_ref:
-                tracked = _pick(m.astype(np.int64), b, db, h_best)
-        if h_best <= 0 or h_best < 0.05 * h_ref or not tracked.size:
-            n_scans += 1
-            _charge(budget, _work(length, d))
-            b, db = _scan(terms, 0, length, deriv=True)
-            ms = np.arange(length)
-            base = math.exp(u)
-            if _first_negative(b, ms, d, base, eps, budget) < 0:
-                return u, gaps, n_steps, n_scans, float(b.min())
-            h = _certified_step(b, db, ms.astype(np.float64), terms, eps)
-            h_best = h_ref = float(h.max())
-            tracked = _pick(ms, b, db, h_best)
-            if h_best < _LEAP:
-                gaps.append((math.exp(u), math.exp(u + _LEAP)))
-                u += _LEAP
-                continue
-        n_steps += 1
-        # Shrink by a relative 1e-9 so the float sum never rounds past the certified end.
-        u += h_best * (1.0 - 1e-9)
 
 
 def min_base_search(
@@ -569,7 +268,7 @@ def min_base_search(
     r"""The smallest feasible base for a context length, with the evidence of the search.
 
     Finds the smallest :math:`b` with :math:`B_m(b) \ge 0` for every integer
-    :math:`0 \le m < L` by the certified sweep of the module docstring. The sweep for
+    :math:`0 \le m < L` by the certified sweep of :mod:`rope_lib._certified_sweep`. The sweep for
     :math:`L` starts from the answer for the largest shorter length already computed (a proven
     lower bound), going through the powers of two below :math:`L`; results are memoised (and
     frozen, so the memo cannot be changed through a returned result).
@@ -578,12 +277,13 @@ def min_base_search(
     ``[result.start, result.base)`` is proven infeasible except inside ``result.gaps`` (each
     of relative width <= 1e-9). ``result.start`` is 1 for a fresh chain. When the budget
     ``max_steps`` runs out, a ``ValueError`` is raised instead of returning a base that
-    might not be the smallest.
+    might not be the smallest. ``result.seconds`` and ``result.work`` give the cost of the
+    sweeps of the chain as they ran, also when the result comes from the memo.
 
     Parameters
     ----------
     context_length : int
-        :math:`1 \le L \le` :data:`MAX_CONTEXT_LENGTH` (2**22). For :math:`L \le 2` every
+        :math:`1 \le L \le` ``MAX_CONTEXT_LENGTH`` = 2**22. For :math:`L \le 2` every
         base works (:math:`B_0 = d/2`, :math:`B_1 > 0`) and the infimum 1.0 is returned.
     d : int
         Head dimension, even, >= 2. For ``d = 2`` no base works once :math:`L \ge 3`
@@ -591,11 +291,11 @@ def min_base_search(
     max_steps : int
         Budget of work this call may do, over the whole chain of shorter lengths it computes
         (memoised lengths cost nothing): one step per sweep iteration (certified step, full
-        scan, uncertified leap) plus one per :data:`STEP_TERMS` = 2**16 (distance, frequency)
+        scan, uncertified leap) plus one per ``STEP_TERMS`` = 2**16 (distance, frequency)
         terms evaluated, counting at least 64 frequencies per distance (a full scan of all
         m < L costs about L / 1024 steps for d <= 128). So the budget bounds the time, about
-        0.5 ms per step: the default :data:`DEFAULT_MAX_STEPS` = 50,000 (at most
-        :data:`MAX_STEPS` = 10**8) finishes or runs out within about 30 s. It covers L up to
+        0.5 ms per step: the default ``DEFAULT_MAX_STEPS`` = 50,000 (at most
+        ``MAX_STEPS`` = 10**8) finishes or runs out within about 30 s. It covers L up to
         2**17 from scratch at d = 128; ``min_base(2**22, 16)`` and small d such as
         ``min_base(512, 4)`` run out of it and ask for a larger ``max_steps``.
 
@@ -606,6 +306,15 @@ def min_base_search(
     length = _check_length(context_length)
     d = check_dim(d)
     max_steps = _check_steps(max_steps)
+    return _search_checked(length, d, [max_steps], max_steps)
+
+
+def _search_checked(
+    length: int, d: int, budget: list[int], max_steps: int, memo: dict | None = None
+) -> BaseSearch:
+    """min_base_search for checked arguments, with a ``budget`` the caller may share
+    (:func:`rope_lib.base_table.min_base_table` shares one across its rows) and the chain
+    ``memo`` of :func:`_search`."""
     if length <= 2:
         return BaseSearch(base=1.0, context_length=length, d=d, start=1.0)
     if d == 2:
@@ -614,30 +323,23 @@ def min_base_search(
             f"no base satisfies the bound for context_length = {length} >= 3"
         )
     try:
-        return _search(length, d, [max_steps])
+        return _search(length, d, budget, memo)
     except _OutOfSteps:
         raise _budget_error(
             f"the certified sweep of min_base for context_length = {length}, d = {d}", max_steps
         ) from None
 
 
-def _search_checked(length: int, d: int, budget: list[int], max_steps: int) -> BaseSearch:
-    """min_base_search for checked arguments with a shared ``budget`` (for the table)."""
-    if length <= 2:
-        return BaseSearch(base=1.0, context_length=length, d=d, start=1.0)
-    if d == 2:
-        raise ValueError(f"d = 2: no base satisfies the bound for context_length = {length}")
-    try:
-        return _search(length, d, budget)
-    except _OutOfSteps:
-        raise _budget_error(
-            f"the certified sweep of min_base for context_length = {length}, d = {d}", max_steps
-        ) from None
+def _search(
+    length: int, d: int, budget: list[int], memo: dict[int, BaseSearch] | None = None
+) -> BaseSearch:
+    """min_base_search for checked arguments, L >= 3 and d >= 4, sharing ``budget``.
 
-
-def _search(length: int, d: int, budget: list[int]) -> BaseSearch:
-    """min_base_search for checked arguments, L >= 3 and d >= 4, sharing ``budget``."""
-    done = _SWEEPS.setdefault(d, {})
+    ``memo`` holds the chain of results for this ``d`` (default: the module's memo
+    ``_SWEEPS[d]``); :func:`min_base_table` passes a fresh one so that its rows are
+    computed, and timed, from scratch.
+    """
+    done = _SWEEPS.setdefault(d, {}) if memo is None else memo
     if length in done:
         return done[length]
     shorter = [k for k in done if k < length]
@@ -648,9 +350,11 @@ def _search(length: int, d: int, budget: list[int]) -> BaseSearch:
     # Go through the powers of two in between, so that every call shares one chain.
     p = 1 << (prev.context_length.bit_length())
     while p < length:
-        prev = _search(p, d, budget)
+        prev = _search(p, d, budget, done)
         p <<= 1
+    left, t0 = budget[0], time.process_time()
     u, gaps, steps, scans, margin = _sweep(length, d, math.log(prev.base), budget)
+    seconds, work = time.process_time() - t0, left - budget[0]
     result = BaseSearch(
         base=math.exp(u),
         context_length=length,
@@ -660,6 +364,8 @@ def _search(length: int, d: int, budget: list[int]) -> BaseSearch:
         n_steps=prev.n_steps + steps,
         n_scans=prev.n_scans + scans,
         min_margin=margin,
+        seconds=prev.seconds + seconds,
+        work=prev.work + work,
     )
     done[length] = result
     return result
@@ -672,14 +378,26 @@ def min_base(context_length: int, d: int = 128, *, max_steps: int = DEFAULT_MAX_
               \ge 0 \ \text{for every integer } 0 \le m < L \,\}.
 
     The feasible set is not an interval, so this is neither a bisection nor a grid search: see
-    the module docstring and :func:`min_base_search` for the certified sweep and exactly what
+    the module docstring, :mod:`rope_lib._certified_sweep` and :func:`min_base_search` for the certified sweep and exactly what
     it guarantees (returned base verified feasible; every smaller base proven infeasible except
-    in gaps of relative width <= 1e-9; relative precision far better than 1e-4).
+    in gaps of relative width <= 1e-9; relative precision far better than 1e-4 unless a
+    feasible window narrower than 1e-9 hides in a gap).
+
+    The criterion is :math:`B_m \ge 0`, as in Men et al. (2024). Each :math:`B_m(b)` is
+    continuous in :math:`b`, so for :math:`L \ge 3` the feasible set is closed; it is not
+    empty for :math:`d \ge 4` (every large enough base is feasible; for :math:`d = 2` it is
+    empty and a ``ValueError`` says so), so this is a minimum: at it some distance
+    :math:`m < L` has :math:`B_m = 0`. Under the strict criterion :math:`B_m > 0` that base
+    fails; where the margin of that distance crosses zero (rather than touching it), the
+    strict criterion's smallest base is an infimum that is not attained. The sweep ends one
+    uncertified leap (a relative 1e-9) past the base where its last failing distance reaches
+    :math:`B_m = 0`, so the returned base has :math:`\min_m B_m` close to 0
+    (``min_base_search(...).min_margin``).
 
     Parameters
     ----------
     context_length : int
-        :math:`1 \le L \le` :data:`MAX_CONTEXT_LENGTH` = 2**22 (distances :math:`0 \dots L-1`).
+        :math:`1 \le L \le` ``MAX_CONTEXT_LENGTH`` = 2**22 (distances :math:`0 \dots L-1`).
     d : int
         Head dimension, even, >= 4 for :math:`L \ge 3`.
     max_steps : int
@@ -693,231 +411,6 @@ def min_base(context_length: int, d: int = 128, *, max_steps: int = DEFAULT_MAX_
         The base (1.0, the infimum, when :math:`L \le 2`).
     """
     return min_base_search(context_length, d, max_steps=max_steps).base
-
-
-# --------------------------------------------------------------------------------------------
-# the table of the chapter, cached on the source
-# --------------------------------------------------------------------------------------------
-def _source_key() -> str:
-    """Hash of the source files the table depends on (this module, frequencies, checks)."""
-    here = Path(__file__).parent
-    digest = hashlib.sha256()
-    for name in ("base_bound.py", "frequencies.py", "_validate.py"):
-        digest.update((here / name).read_bytes())
-    return digest.hexdigest()
-
-
-def _round2(value: float) -> float:
-    """``value`` rounded to two significant digits (to nearest), as a float."""
-    return float(f"{value:.1e}")
-
-
-def _checks(k: int, base: float, d: int, budget: list[int], max_steps: int) -> dict:
-    """The comparison columns of the chapter's table for L = 2^k."""
-    length = 1 << k
-    out = {
-        "base_m_le_L": _search_checked(length + 1, d, budget, max_steps).base,
-        "round2": _round2(base),
-        "round2_ok": _feasible(_round2(base), length, d),
-        "grid2": _grid_min_base(length, d, 2, 100.0, True, budget, max_steps),
-    }
-    if d == 128 and k in PUBLISHED_MIN_BASE:
-        for name, value in zip(("paper", "su"), PUBLISHED_MIN_BASE[k], strict=True):
-            out[name] = value
-            out[f"{name}_horizon"] = max_context(value, d)
-            out[f"{name}_ok"] = out[f"{name}_horizon"] >= length
-    return out
-
-
-def min_base_table(
-    log2_lengths: Sequence[int] = _DEFAULT_LOG2_LENGTHS,
-    d: int = 128,
-    *,
-    use_cache: bool = True,
-    max_steps: int = TABLE_MAX_STEPS,
-) -> list[dict]:
-    r"""The chapter's table: :func:`min_base` for :math:`L = 2^k` and the checks beside it.
-
-    Each row holds ``L``, ``base`` (:func:`min_base`), the sweep's ``n_steps``, ``n_scans``,
-    ``n_gaps`` (cumulative over the chain of shorter lengths), ``seconds`` (spent on this row
-    after the shorter ones), ``base_m_le_L``
-    (the minimum under the criterion :math:`m \le L`, i.e. ``min_base(L + 1)``),
-    ``round2`` / ``round2_ok`` (``base`` rounded to two digits and whether that is feasible),
-    ``grid2`` (the first feasible base of the two-digit grid, :func:`grid_min_base` with
-    ``exact=True``) and, for ``d = 128`` and the published lengths, ``paper``, ``su``
-    (:data:`PUBLISHED_MIN_BASE`) with their horizons and feasibility.
-
-    The sweep for the whole default table (:math:`L = 2^{10} \dots 2^{20}`, ``d = 128``) takes
-    tens of seconds, so the rows are stored in ``rope_lib/data/min_base_table.json`` together
-    with a SHA-256 of this module, ``frequencies.py`` and ``_validate.py``. The cache is read
-    only when that key and ``d`` match and every requested length is present; otherwise the
-    rows are recomputed. The file is rewritten only by the default call (``d = 128`` and
-    exactly the default lengths, ``use_cache=True``) when it is stale, so no call with other
-    arguments can replace the shipped table.
-
-    Parameters
-    ----------
-    log2_lengths : sequence of int
-        Exponents k, for context lengths :math:`L = 2^k` (1 <= k <= 21: the row for k needs
-        ``min_base(2**k + 1)``, within :data:`MAX_CONTEXT_LENGTH` = 2**22).
-    d : int
-        Head dimension.
-    use_cache : bool
-        ``True`` or ``False`` (nothing else): read the JSON cache (and, for the default
-        table only, rewrite it when stale).
-    max_steps : int
-        Budget of the rows computed by this call (sweeps, ``m <= L`` sweeps, grid checks),
-        shared, in steps of work as in :func:`min_base_search`; default
-        :data:`TABLE_MAX_STEPS`, what the shipped table needs from scratch (about a minute:
-        it is computed once and cached). Past it a ``ValueError`` asks for a larger one.
-    """
-    import time
-
-    d = check_dim(d)
-    use_cache = check_flag(use_cache, "use_cache")
-    max_steps = _check_steps(max_steps)
-    if isinstance(log2_lengths, str) or not isinstance(log2_lengths, Sequence | np.ndarray):
-        raise TypeError(
-            f"log2_lengths must be a sequence of integers k (L = 2**k), got {log2_lengths!r}"
-        )
-    ks = [
-        check_positive_int(
-            k, "log2_lengths entries", maximum=21, hint="min_base(2**k + 1) must stay <= 2**22"
-        )
-        for k in log2_lengths
-    ]
-    key = _source_key()
-    cached: dict[str, dict] = {}
-    if use_cache and _CACHE.exists():
-        try:
-            blob = json.loads(_CACHE.read_text())
-        except (OSError, ValueError):
-            blob = {}
-        if blob.get("key") == key and blob.get("d") == d:
-            cached = blob.get("rows", {})
-    if all(str(k) in cached for k in ks):
-        return [cached[str(k)] for k in ks]
-    rows = dict(cached)
-    budget = [max_steps]
-    for k in sorted(ks):
-        if str(k) in rows:
-            continue
-        t0 = time.perf_counter()
-        res = _search_checked(1 << k, d, budget, max_steps)
-        rows[str(k)] = {
-            "L": 1 << k,
-            "base": res.base,
-            "n_steps": res.n_steps,
-            "n_scans": res.n_scans,
-            "n_gaps": len(res.gaps),
-            "seconds": time.perf_counter() - t0,
-        }
-        rows[str(k)].update(_checks(k, res.base, d, budget, max_steps))
-    if use_cache and d == 128 and sorted(set(ks)) == list(_DEFAULT_LOG2_LENGTHS):
-        shipped = {str(k): rows[str(k)] for k in _DEFAULT_LOG2_LENGTHS}
-        try:
-            _CACHE.parent.mkdir(exist_ok=True)
-            _CACHE.write_text(json.dumps({"key": key, "d": d, "rows": shipped}, indent=1) + "\n")
-        except OSError:
-            pass
-    return [rows[str(k)] for k in ks]
-
-
-# --------------------------------------------------------------------------------------------
-# the published method: a grid of bases, each checked by brute force
-# --------------------------------------------------------------------------------------------
-def brute_force_feasible(base: float, context_length: int, d: int = 128) -> bool:
-    r"""Plain check of :math:`B_m \ge 0` for every :math:`0 \le m < L`: direct float64 sums of
-    :math:`\cos(m\theta_i)`, in chunks of distances, stopping at the first negative one.
-
-    This is the brute force of the published computations (no matrix trick, no rounding
-    margin); it serves as the independent check of :func:`min_base` and inside
-    :func:`grid_min_base`."""
-    base = check_base(base)
-    length = _check_length(context_length)
-    d = check_dim(d)
-    return _brute_force(base, length, d)
-
-
-def _brute_force(base: float, length: int, d: int, budget: list[int] | None = None) -> bool:
-    """:func:`brute_force_feasible` for checked arguments, charging ``budget`` per chunk."""
-    freqs = theta(d, base)
-    chunk = max(16, (1 << 18) // freqs.size)
-    for start in range(0, length, chunk):
-        m = np.arange(start, min(length, start + chunk), dtype=np.float64)
-        _charge(budget, _work(m.size, d, factor=4))
-        if np.cos(np.multiply.outer(m, freqs)).sum(axis=1).min() < 0:
-            return False
-    return True
-
-
-def grid_min_base(
-    context_length: int,
-    d: int = 128,
-    digits: int = 2,
-    start: float = 100.0,
-    *,
-    exact: bool = False,
-    max_steps: int = 100_000,
-):
-    r"""First base of a grid with ``digits`` significant digits that passes the brute force.
-
-    A *hypothesis* about how a published table could have been made, not a published method:
-    scan bases upward on the grid :math:`c \cdot 10^e` (``digits``-digit mantissas c, from
-    ``start``) and check :math:`B_m \ge 0` for all :math:`m < L` at each by brute force
-    (:func:`brute_force_feasible`). It can only return grid points, and it steps over any
-    feasible window narrower than the grid spacing. For ``d = 128`` it reproduces the value of
-    Men et al. at :math:`L = 2^{11}` (1.6e4) but not their other departures from the minimum
-    (chapter ``base-bound``). Su's published search is :func:`su_min_base`.
-
-    ``exact=True`` checks each grid base with :func:`base_is_feasible` (exact and much faster
-    for long contexts) instead of the plain float64 brute force; the two differ only where
-    :math:`\min_m B_m` is within rounding of zero at a grid base.
-
-    ``digits`` is at most 15 (float64 holds 15 significant digits). ``max_steps`` (default
-    100,000, at most 10**8) is a budget of work: one step per grid base checked plus one per
-    :data:`STEP_TERMS` (distance, frequency) terms its check evaluates (four times as many
-    for the brute force, which costs more per term), so it bounds the time of the call
-    (about 30 s); past it a ``ValueError`` asks for a larger ``max_steps``."""
-    length = _check_length(context_length)
-    d = check_dim(d)
-    digits = check_positive_int(
-        digits, "digits", maximum=15, hint="float64 holds 15 significant digits"
-    )
-    start = check_base(start, "start")
-    exact = check_flag(exact, "exact")
-    max_steps = _check_steps(max_steps)
-    return _grid_min_base(length, d, digits, start, exact, [max_steps], max_steps)
-
-
-def _grid_min_base(
-    length: int, d: int, digits: int, start: float, exact: bool, budget: list[int], max_steps: int
-) -> float:
-    """:func:`grid_min_base` for checked arguments, charging ``budget``."""
-    exponent = math.floor(math.log10(start)) - (digits - 1)
-    mantissa = math.ceil(start / 10.0**exponent)
-    try:
-        while True:
-            _charge(budget, 1)
-            if mantissa >= 10**digits:
-                mantissa, exponent = 10 ** (digits - 1), exponent + 1
-            base = mantissa * 10.0**exponent
-            if base > 1e300:
-                raise ValueError(f"no grid base below 1e300 is feasible for L = {length}")
-            if (
-                _feasible(base, length, d, budget)
-                if exact
-                else _brute_force(base, length, d, budget)
-            ):
-                return float(f"{mantissa}e{exponent}")
-            mantissa += 1
-    except _OutOfSteps:
-        pass
-    raise _budget_error(
-        f"grid_min_base for context_length = {length}, d = {d} (from start = {start:g}, "
-        f"digits = {digits}; a finer grid has more points)",
-        max_steps,
-    )
 
 
 def base_is_feasible(base: float, context_length: int, d: int = 128) -> bool:
@@ -966,15 +459,20 @@ def feasible_window_top(
     only looks at its own grid). Returns ``math.inf`` when the walk reaches a base above
     which every base is provably feasible (the pairs with :math:`(L-1)\theta_i \le \pi/2`
     keep cosines whose sum outweighs one negative unit for each other pair): the window is
-    unbounded. Raises ``ValueError`` if ``base`` itself is infeasible, and if the walk
-    runs out of its budget ``max_steps`` (default 10**5, at most 10**8): one step per base
-    visited plus one per :data:`STEP_TERMS` (distance, frequency) terms its check evaluates,
+    unbounded. Raises ``ValueError`` if ``base`` itself is infeasible, if ``rel_step`` is too
+    small to move a base in float64, and if the walk runs out of its budget ``max_steps`` (default 10**5, at most 10**8): one step per base
+    visited plus one per ``STEP_TERMS`` = 2**16 (distance, frequency) terms its check evaluates,
     so the budget bounds the time (about 30 s at most), also at large d.
     """
     base = check_base(base)
     length = _check_length(context_length)
     d = check_dim(d)
     rel_step = check_real(rel_step, "rel_step", 0.0, 1.0, low_open=True, high_open=True)
+    if 1.0 + rel_step == 1.0:  # then top * (1 + rel_step) == top: the walk would stand still
+        raise ValueError(
+            f"rel_step must move a base in float64 (1 + rel_step > 1, i.e. rel_step above about "
+            f"1.1e-16), got {rel_step!r}"
+        )
     max_steps = _check_steps(max_steps)
     top, walked = base, 0
     budget = [max_steps]
@@ -1001,371 +499,6 @@ def feasible_window_top(
     )
 
 
-def _direct_margins(bases: np.ndarray, ms: np.ndarray, d: int, dtype: type) -> np.ndarray:
-    """B_m for each base (rows) and distance (columns), direct cosine sums in ``dtype``."""
-    i = np.arange(d // 2, dtype=dtype)
-    th = np.asarray(bases, dtype=dtype)[:, None] ** (dtype(-2.0) * i[None, :] / dtype(d))
-    ms = np.asarray(ms, dtype=dtype)
-    out = np.empty((th.shape[0], ms.size), dtype=dtype)
-    # Blocks of at most 2**22 angles, so no temporary exceeds 32 MiB whatever d and the counts.
-    cols = max(1, min(ms.size, _BLOCK_TERMS // th.shape[1]))
-    rows = max(1, _BLOCK_TERMS // (cols * th.shape[1]))
-    for r in range(0, th.shape[0], rows):
-        for c in range(0, ms.size, cols):
-            angles = ms[None, c : c + cols, None] * th[r : r + rows, None, :]
-            out[r : r + rows, c : c + cols] = np.cos(angles).sum(axis=2, dtype=dtype)
-    return out
-
-
-def _first_passing(
-    bases: np.ndarray,
-    length: int,
-    margins,
-    d: int,
-    batch: int = 512,
-    budget: list[int] | None = None,
-) -> int:
-    """Index of the first base (in the given order) with margins >= 0 for every m < length.
-
-    ``margins(bases, ms)`` returns the (bases x distances) array. A base is declared
-    infeasible only on a negative value it was evaluated at: first at a few *witness*
-    distances (those that failed for earlier bases; neighbouring bases of a fine grid
-    usually fail at the same m), otherwise by a full scan of all m < length. Returns -1 if
-    no base passes. ``budget[0]``, if given, is the number of steps of work left: one per
-    base examined plus four per :data:`STEP_TERMS` (distance, frequency) terms of the direct
-    sums (``d`` terms per distance, at least 64); :class:`_OutOfSteps` is raised when it runs
-    out.
-    """
-    witnesses = np.empty(0, dtype=np.int64)
-
-    def charged(chunk: np.ndarray, ms: np.ndarray) -> np.ndarray:
-        _charge(budget, _work(chunk.size * ms.size, d, factor=4))
-        return margins(chunk, ms)
-
-    for lo in range(0, bases.size, batch):
-        chunk = bases[lo : lo + batch]
-        _charge(budget, chunk.size)
-        alive = np.ones(chunk.size, dtype=bool)
-        if witnesses.size:
-            alive = charged(chunk, witnesses).min(axis=1) >= 0
-        for j in range(chunk.size):
-            if not alive[j]:
-                continue
-            failing = -1
-            for start in range(0, length, 2048):
-                ms = np.arange(start, min(length, start + 2048))
-                values = charged(chunk[j : j + 1], ms)[0]
-                if values.min() < 0:
-                    failing = int(ms[np.argmin(values)])
-                    break
-            if failing < 0:
-                return lo + j
-            alive[j] = False
-            near = np.clip(failing + np.arange(-2, 3), 0, length - 1)
-            witnesses = np.unique(np.concatenate([witnesses[-60:], near]))
-            rest = np.flatnonzero(alive[j + 1 :]) + j + 1
-            if rest.size:
-                bad = charged(chunk[rest], near).min(axis=1) < 0
-                alive[rest[bad]] = False
-    return -1
-
-
-def su_min_base(
-    context_length: int,
-    d: int = 128,
-    levels: int = 5,
-    start_factor: float = 1000.0,
-    dtype: type = np.float64,
-    *,
-    max_steps: int = 200_000,
-) -> float:
-    r"""Su's published coarse-to-fine search for the smallest base (Su 2024, archive 10122).
-
-    Start from :math:`B = 1000\,L` (feasible for every :math:`L \le 10^6`, d = 128). For
-    :math:`k = 1, \dots, 5`: divide :math:`[0, B]` into :math:`10^k` equal parts, take the
-    *first* division point :math:`b = jB/10^k` (j = 1, 2, ...) at which
-    :math:`\min_{0 \le m < L} \sum_i \cos(m\, b^{-2i/d}) \ge 0`, and set :math:`B = b`.
-    Return the final B.
-
-    Each level searches all of :math:`[0, B]` again, so a window missed by a coarse level
-    is found by a finer one if it is wider than the final spacing
-    :math:`B/10^5`: the result is the first feasible point of a grid of relative
-    spacing about :math:`10^{-5}`. The check is Su's direct cosine sum, in ``dtype``
-    (his JAX code runs in float32 unless 64-bit mode is enabled); here the points are
-    visited in order with the early exit of :func:`_first_passing`, which gives the same
-    answer as checking every point.
-
-    Parameters
-    ----------
-    context_length : int
-        :math:`3 \le L \le` :data:`MAX_CONTEXT_LENGTH` (for :math:`L \le 2` every base
-        works and the search has no lower end).
-    d : int
-        Head dimension.
-    levels : int
-        Number of refinements (5 in Su's code), at most 7 (level k builds a grid of
-        :math:`10^k` bases).
-    start_factor : float
-        :math:`B = ` ``start_factor`` :math:`\cdot L` at the start (1000); > 0, with
-        :math:`1 < B \le 10^{300}`.
-    dtype : numpy float type
-        ``np.float64`` (default) or ``np.float32``.
-    max_steps : int
-        Budget of work over all levels (default 200,000, at most 10**8): one step per grid
-        base examined plus four per :data:`STEP_TERMS` (distance, frequency) terms of the
-        direct sums, so it bounds the time of the call (about 30 s). Level k examines about
-        :math:`10^k` bases; past the budget a ``ValueError`` asks for a larger one.
-    """
-    length = check_positive_int(
-        context_length,
-        "context_length",
-        minimum=3,
-        maximum=MAX_CONTEXT_LENGTH,
-        hint="rope_lib.base_bound.MAX_CONTEXT_LENGTH = 2**22 bounds the scans",
-    )
-    d = check_dim(d)
-    levels = check_positive_int(
-        levels, "levels", maximum=7, hint="level k builds a grid of 10**k bases"
-    )
-    start_factor = check_real(start_factor, "start_factor", 0.0, low_open=True)
-    if dtype not in (np.float64, np.float32):
-        raise ValueError(f"dtype must be numpy.float64 or numpy.float32, got {dtype!r}")
-    dtype = np.float64 if np.dtype(dtype) == np.float64 else np.float32
-    max_steps = _check_steps(max_steps)
-    top = start_factor * length
-    if not 1.0 < top <= 1e300:
-        raise ValueError(
-            f"start_factor * context_length must lie in (1, 1e300] (the starting base B), got "
-            f"start_factor = {start_factor:g}, B = {top:g}"
-        )
-
-    def margins(bases: np.ndarray, ms: np.ndarray) -> np.ndarray:
-        return _direct_margins(bases, ms, d, dtype)
-
-    budget = [max_steps]
-    try:
-        if _first_passing(np.array([top]), length, margins, d, budget=budget) < 0:
-            raise ValueError(
-                f"the starting point B = start_factor * L = {top:g} is not feasible for "
-                f"context_length = {length}, d = {d}: pass a larger start_factor"
-            )
-        for k in range(1, levels + 1):
-            grid = np.linspace(0.0, 1.0, 10**k + 1)[1:] * top
-            # grid[-1] = top passes, so an index is always found
-            top = float(grid[_first_passing(grid, length, margins, d, budget=budget)])
-    except _OutOfSteps:
-        what = f"su_min_base for context_length = {length}, d = {d}"
-        raise _budget_error(what, max_steps) from None
-    return top
-
-
-def published_summary(rows: Sequence[dict]) -> dict[str, Any]:
-    r"""Compare the published minimum bases with the exact ones, row by row of
-    :func:`min_base_table` (``d = 128``).
-
-    Returns a dict of lists of context lengths L:
-
-    * ``su_is_round2``: Su's value equals the exact minimum rounded to two significant digits;
-    * ``su_bad``: Su's value fails :math:`B_m \ge 0` for some :math:`m < L`, split into
-      ``su_round_down`` (printed value below the exact minimum, hence infeasible) and
-      ``su_round_up`` (above it, but outside the feasible window that starts there);
-    * ``paper_bad``: the value of Men et al. fails the criterion; ``paper_above``: it is at
-      or above the exact minimum rounded to two digits;
-    * ``paper_departs``: the paper's value differs from the rounded exact minimum, and
-      ``grid_matches``: of those, the rows where the two-digit grid (``grid2``) gives the
-      paper's value;
-    * ``le_same``: the minimum under :math:`m \le L` equals the one under :math:`m < L`
-      (relative difference below :math:`10^{-6}`).
-    """
-    keys = ("L", "base", "round2", "base_m_le_L", "grid2", "su", "su_ok", "paper", "paper_ok")
-    rows = _check_rows(rows, "rows", keys)
-    out: dict[str, Any] = {
-        "su_is_round2": [r["L"] for r in rows if r["su"] == r["round2"]],
-        "su_bad": [r["L"] for r in rows if not r["su_ok"]],
-        "su_round_down": [r["L"] for r in rows if not r["su_ok"] and r["su"] < r["base"]],
-        "su_round_up": [r["L"] for r in rows if not r["su_ok"] and r["su"] > r["base"]],
-        "paper_bad": [r["L"] for r in rows if not r["paper_ok"]],
-        "paper_above": [r["L"] for r in rows if r["paper"] >= r["round2"]],
-        "paper_departs": [r["L"] for r in rows if r["paper"] != r["round2"]],
-        "le_same": [r["L"] for r in rows if abs(r["base_m_le_L"] / r["base"] - 1) < 1e-6],
-    }
-    out["grid_matches"] = [
-        r["L"] for r in rows if r["L"] in out["paper_departs"] and r["grid2"] == r["paper"]
-    ]
-    return out
-
-
-def html_table(header: Sequence[Any], body: Sequence[Sequence[Any]]) -> str:
-    """A small right-aligned HTML table (header row, then one row per entry of ``body``).
-
-    Cells are inserted as given (they may hold markup such as ``<b>no</b>``); every row
-    must have as many cells as the header.
-    """
-    pad = 'style="padding: 0.15em 0.4em; text-align: right"'
-    if isinstance(header, str) or not isinstance(header, Sequence):
-        raise TypeError(f"header must be a sequence of cells, got {type(header).__name__}")
-    if isinstance(body, str) or not isinstance(body, Sequence):
-        raise TypeError(f"body must be a sequence of rows, got {type(body).__name__}")
-    width = len(header)
-    for row in body:
-        if isinstance(row, str) or not isinstance(row, Sequence):
-            raise TypeError(f"every row of body must be a sequence of cells, got {row!r}")
-        if len(row) != width:
-            raise ValueError(
-                f"every row of body needs {width} cells (as many as header), got {len(row)}: "
-                f"{row!r}"
-            )
-
-    def cells(row: Sequence[Any], tag: str) -> str:
-        return "".join(f"<{tag} {pad}>{c}</{tag}>" for c in row)
-
-    rows = "".join(f"<tr>{cells(r, 'td')}</tr>" for r in body)
-    return f"<table><tr>{cells(header, 'th')}</tr>{rows}</table>"
-
-
-# --------------------------------------------------------------------------------------------
-# float32 angles
-# --------------------------------------------------------------------------------------------
-def float32_margin(
-    m: Any, d: int, base: float = 10000.0, inv_freq: Any = None
-) -> np.ndarray | np.float32:
-    r""":math:`B_m` as a float32 implementation computes it.
-
-    .. math:: \tilde B_m = \sum_i \cos_{32}\bigl(\mathrm{fl}_{32}(m \cdot
-              \tilde\theta_i)\bigr),
-
-    the float32 angle table ``outer(positions, inv_freq)`` of LLaMA / Hugging Face code,
-    cosines and sum in float32. :math:`\tilde\theta_i` is ``inv_freq`` if given (a float32
-    array of length d/2, e.g. from a framework's own recipe), otherwise the float32
-    rounding of the float64 :math:`\theta_i`. Recipes differ by an ulp here and there
-    (Hugging Face computes ``1 / base ** (arange(0, d, 2) / d)`` in float32), and at a base
-    where :math:`\min_m B_m` is within rounding of zero the verdict depends on the recipe.
-    The phase error is about :math:`m\theta_i 2^{-24}`.
-
-    Parameters
-    ----------
-    m : int or array_like of int
-        Distances (whole numbers, at most 2**24 so that float32 holds them exactly).
-    d : int
-        Head dimension.
-    base : float
-        Base :math:`b > 1` (ignored when ``inv_freq`` is given).
-    inv_freq : array_like of float32, optional
-        The frequencies to use, length d/2.
-    """
-    d = check_dim(d)
-    base = check_base(base)
-    ms = check_integer_array(m, "m")
-    if np.any(np.abs(ms) > 2**24):
-        raise ValueError("m must have magnitude <= 2**24 (exact in float32)")
-    if inv_freq is None:
-        inv = theta(d, base).astype(np.float32)
-    else:
-        inv = _inv_freq(inv_freq, d)
-    flat = ms.ravel().astype(np.float32)
-    out = np.empty(flat.shape, dtype=np.float32)
-    step = max(1, (1 << 20) // inv.size)
-    for s in range(0, flat.size, step):
-        ang = np.multiply.outer(flat[s : s + step], inv).astype(np.float32)
-        out[s : s + step] = np.cos(ang).sum(axis=1, dtype=np.float32)
-    out = out.reshape(ms.shape)
-    return out[()] if out.ndim == 0 else out
-
-
-def _inv_freq(inv_freq: Any, d: int, name: str = "inv_freq") -> np.ndarray:
-    """A float32 array of d/2 finite positive frequencies, else a ValueError naming ``name``."""
-    torch = __import__("sys").modules.get("torch")
-    if torch is not None and isinstance(inv_freq, torch.Tensor):
-        inv_freq = inv_freq.detach().cpu().numpy()
-    try:
-        inv = np.asarray(inv_freq)
-    except (ValueError, TypeError) as error:
-        raise TypeError(f"{name} must be a float32 array of shape ({d // 2},)") from error
-    if inv.shape != (d // 2,) or inv.dtype != np.float32:
-        raise ValueError(
-            f"{name} must be a float32 array of shape ({d // 2},), got "
-            f"{getattr(inv, 'dtype', type(inv).__name__)} of shape {inv.shape}"
-        )
-    if not (np.all(np.isfinite(inv)) and np.all(inv > 0)):
-        raise ValueError(f"{name} must hold finite positive frequencies, got nan, inf or <= 0")
-    return inv
-
-
-def float32_min_base(
-    context_length: int,
-    d: int = 128,
-    inv_freq=None,
-    rel_step: float = 1e-8,
-    rel_span: float = 1e-5,
-    *,
-    max_steps: int = DEFAULT_MAX_STEPS,
-) -> float:
-    r"""The smallest base that passes :math:`\tilde B_m \ge 0` (float32, :func:`float32_margin`)
-    for every :math:`m < L`, on a fine grid around the exact :func:`min_base` :math:`b^*`.
-
-    Scans :math:`b^*(1 + j s)` for :math:`j = -J, \dots, J` (:math:`s` = ``rel_step``,
-    :math:`J s` = ``rel_span``) upward and returns the first base that passes. Raises if the
-    first grid point already passes (the float32 boundary may lie further down: widen
-    ``rel_span``) or if none passes.
-
-    Parameters
-    ----------
-    context_length, d : int
-        The problem (L at most :data:`MAX_CONTEXT_LENGTH` = 2**22).
-    inv_freq : callable, optional
-        ``inv_freq(base) -> float32 array`` of the d/2 frequencies (a framework's recipe);
-        default: float32 rounding of the float64 :math:`\theta_i`.
-    rel_step, rel_span : float
-        Grid spacing and half-width, relative to :math:`b^*`: ``0 < rel_step <= rel_span
-        < 0.5``.
-    max_steps : int
-        Budget (default 50,000, at most 10**8), in steps of work: of the sweep of
-        :func:`min_base`, and separately of the float32 grid scan (one step per grid point
-        plus four per :data:`STEP_TERMS` terms of the float32 sums); a grid of more than
-        ``max_steps`` points, :math:`2J + 1`, is refused before any work.
-    """
-    length = _check_length(context_length)
-    d = check_dim(d)
-    if inv_freq is not None and not callable(inv_freq):
-        raise TypeError(
-            "inv_freq must be None or a callable inv_freq(base) -> float32 array of the d/2 "
-            f"frequencies, got {type(inv_freq).__name__}"
-        )
-    rel_step = check_real(rel_step, "rel_step", 0.0, 0.5, low_open=True, high_open=True)
-    rel_span = check_real(rel_span, "rel_span", 0.0, 0.5, low_open=True, high_open=True)
-    if rel_step > rel_span:
-        raise ValueError(f"rel_step must be <= rel_span, got {rel_step:g} > {rel_span:g}")
-    max_steps = _check_steps(max_steps)
-    n = int(round(rel_span / rel_step))
-    if 2 * n + 1 > max_steps:
-        raise ValueError(
-            f"the grid of rel_span / rel_step = {n} points each side exceeds max_steps = "
-            f"{max_steps}; pass a larger max_steps (at most {MAX_STEPS}) or a larger rel_step"
-        )
-    exact = min_base(length, d, max_steps=max_steps)
-    grid = exact * (1.0 + rel_step * np.arange(-n, n + 1))
-
-    def recipe(b: float):
-        if inv_freq is None:
-            return None
-        return _inv_freq(inv_freq(float(b)), d, "inv_freq(base), the result of inv_freq,")
-
-    def margins(bases: np.ndarray, ms: np.ndarray) -> np.ndarray:
-        return np.stack([float32_margin(ms, d, float(b), recipe(b)) for b in bases])
-
-    budget = [max_steps]
-    try:
-        idx = _first_passing(grid, length, margins, d, batch=64, budget=budget)
-    except _OutOfSteps:
-        what = f"float32_min_base for context_length = {length}, d = {d}"
-        raise _budget_error(what, max_steps) from None
-    if idx < 0:
-        raise ValueError(f"no base within a relative {rel_span:g} of min_base passes in float32")
-    if idx == 0:
-        raise ValueError("the lowest grid point already passes in float32: widen rel_span")
-    return float(grid[idx])
-
-
 # --------------------------------------------------------------------------------------------
 # the expectation behind B_m: closed form and Monte Carlo
 # --------------------------------------------------------------------------------------------
@@ -1385,13 +518,17 @@ def similarity_gap_expected(
     r"""Closed form of :math:`\delta_m/(2\sigma^2)` for independent q, k with any means.
 
     With :math:`\mathbb E q = \mu_q`, :math:`\mathbb E k = \mu_k`, covariance
-    :math:`\sigma^2 I` for both and :math:`k^* = q + \varepsilon`, :math:`\mathbb E\varepsilon
-    = 0` independent of q:
+    :math:`\sigma^2 I` for both and :math:`k^* = q + \varepsilon`, where
+    :math:`\mathbb E[\varepsilon \mid q] = 0` (a zero mean alone is not enough:
+    :math:`\varepsilon = \mu_q - q` has mean zero and gives :math:`\delta_m = 0` with equal
+    means):
 
     .. math:: \frac{\delta_m}{2\sigma^2} = B_m
               + \frac{\mu_q^\top R_m (\mu_q - \mu_k)}{2\sigma^2},
 
-    which is :math:`B_m` exactly when :math:`\mu_q = \mu_k`.
+    which is :math:`B_m` at every distance :math:`m < L` (:math:`L \ge d`) exactly when, pair
+    by pair, :math:`\mu_q` vanishes or equals :math:`\mu_k` (for instance
+    :math:`\mu_q = \mu_k`, or :math:`\mu_q = 0` with any :math:`\mu_k`).
 
     Parameters
     ----------
@@ -1572,242 +709,3 @@ def similarity_gap_monte_carlo(
     _finite_or_refuse(est, names)
     _finite_or_refuse(half, names)
     return est, half
-
-
-# --------------------------------------------------------------------------------------------
-# figures
-# --------------------------------------------------------------------------------------------
-def plot_similarity_margin(d: int = 128, base: float = 10000.0, max_distance: int | None = None):
-    r"""Figure: :math:`B_m` against the distance m, with the horizon
-    :func:`max_context` marked (the first m with :math:`B_m < 0`).
-
-    ``max_distance=None`` shows :math:`0 \le m \le 1.5\times` the horizon (at most
-    :data:`MAX_CONTEXT_LENGTH` = 2**22, also the largest ``max_distance`` accepted)."""
-    d = check_dim(d)
-    base = check_base(base)
-    if max_distance is not None:
-        max_distance = check_positive_int(
-            max_distance, "max_distance", maximum=MAX_CONTEXT_LENGTH, hint="a figure needs fewer"
-        )
-    horizon = max_context(base, d)
-    top = min(int(1.5 * horizon) + 1, MAX_CONTEXT_LENGTH) if max_distance is None else max_distance
-    m = np.arange(top + 1)
-    fig, ax = plotting.new_figure()
-    ax.plot(m, similarity_margin(m, d, base), lw=0.8, label="$B_m$", **plotting.line_style(0))
-    ax.axhline(0.0, color="0.3", lw=0.8)
-    if horizon <= top:
-        ax.axvline(
-            horizon,
-            lw=1.2,
-            label=f"horizon: first $B_m<0$ at m = {horizon}",
-            **plotting.line_style(1),
-        )
-    ax.set_xlabel("relative distance $m$")
-    ax.set_ylabel(r"$B_m = \sum_i \cos(m\theta_i)$")
-    ax.set_title(f"Similarity margin, d = {d}, base = {base:g}")
-    ax.legend(loc="upper right")
-    return fig
-
-
-def plot_monte_carlo_gap(
-    d: int = 16,
-    base: float = 100.0,
-    max_distance: int = 60,
-    n_samples: int = 20000,
-    mean_q: Any = None,
-    mean_k: Any = None,
-    seed: int = 0,
-):
-    r"""Figure, two panels of :math:`\delta_m/(2\sigma^2)` against m, with 95% intervals.
-
-    Left: equal (zero) means, Monte Carlo with :math:`\varepsilon = 0` and with
-    :math:`\varepsilon \sim \mathcal N(0, 2^2 I)`, on top of :math:`B_m`. Right: unequal
-    means ``mean_q``, ``mean_k`` (``None``: fixed standard normal vectors drawn from
-    ``default_rng(seed + 10)``); Monte Carlo against the closed form of
-    :func:`similarity_gap_expected`, and :math:`B_m` for comparison. ``max_distance`` is at
-    most 2**16 and ``n_samples x (max_distance + 1)`` at most ``MAX_ELEMENTS``."""
-    d = check_dim(d)
-    base = check_base(base)
-    max_distance = check_positive_int(
-        max_distance, "max_distance", maximum=1 << 16, hint="a figure of error bars needs fewer"
-    )
-    m = np.arange(max_distance + 1)
-    n_samples = check_positive_int(n_samples, "n_samples", minimum=2)
-    check_elements(
-        _MC_WORK * n_samples * (d + m.size),
-        f"the working arrays of the Monte Carlo estimates (about {_MC_WORK} x n_samples x "
-        f"(d + max_distance + 1) = {_MC_WORK} x {n_samples} x {d + m.size} numbers)",
-        "pass a smaller n_samples",
-    )
-    seed = check_seed(seed)
-    if mean_q is not None:
-        mean_q = _mean(mean_q, d, "mean_q")
-    if mean_k is not None:
-        mean_k = _mean(mean_k, d, "mean_k")
-    rng = np.random.default_rng(seed + 10)
-    mu_q = rng.standard_normal(d) if mean_q is None else _mean(mean_q, d, "mean_q")
-    mu_k = rng.standard_normal(d) if mean_k is None else _mean(mean_k, d, "mean_k")
-    fig, axes = plotting.new_figure(ncols=2, width=10.0, height=3.8, sharey=True)
-    exact = similarity_margin(m, d, base)
-    left, right = axes
-    left.plot(m, exact, label="$B_m$", **plotting.line_style(0))
-    for j, (scale, offset) in enumerate(((0.0, -0.15), (2.0, 0.15))):
-        est, half = similarity_gap_monte_carlo(
-            m, d, base, n_samples=n_samples, eps_scale=scale, seed=seed + j
-        )
-        style = plotting.line_style(j + 1)
-        left.errorbar(
-            m + offset,
-            est,
-            yerr=half,
-            fmt="o",
-            ms=3,
-            color=style["color"],
-            lw=0.8,
-            label=rf"Monte Carlo, $\varepsilon$ std {scale:g}",
-        )
-    left.set_title(r"equal means $\mu_q = \mu_k$")
-    shifted = similarity_gap_expected(m, d, base, mean_q=mu_q, mean_k=mu_k)
-    est, half = similarity_gap_monte_carlo(
-        m, d, base, n_samples=n_samples, mean_q=mu_q, mean_k=mu_k, seed=seed + 2
-    )
-    right.plot(m, exact, label="$B_m$", **plotting.line_style(0))
-    right.plot(m, shifted, label="closed form, unequal means", **plotting.line_style(3))
-    right.errorbar(
-        m,
-        est,
-        yerr=half,
-        fmt="o",
-        ms=3,
-        lw=0.8,
-        color=plotting.line_style(2)["color"],
-        label="Monte Carlo",
-    )
-    right.set_title(r"unequal means $\mu_q \neq \mu_k$")
-    for ax in axes:
-        ax.axhline(0.0, color="0.3", lw=0.8)
-        ax.set_xlabel("relative distance $m$")
-        ax.legend(loc="upper right", fontsize=8)
-    left.set_ylabel(r"$\delta_m / (2\sigma^2)$")
-    fig.suptitle(f"d = {d}, base = {base:g}, {n_samples} draws, 95% intervals")
-    return fig
-
-
-def plot_horizon_vs_base(
-    d: int = 128,
-    base_range: tuple[float, float] = (3000.0, 30000.0),
-    n_bases: int = 1500,
-    lengths: Sequence[int] = (2048, 4096),
-):
-    r"""Figure: the horizon :func:`max_context` against the base on a fine log grid, with
-    horizontal lines at the context lengths ``lengths`` and :func:`min_base` of each marked.
-
-    A base is feasible for L when the curve is at or above the line at L; the curve is not
-    monotone, so the feasible set is a union of windows. ``n_bases`` is at most 10**5 (one
-    :func:`max_context` scan per base)."""
-    d = check_dim(d)
-    if isinstance(base_range, str) or not isinstance(base_range, Sequence | np.ndarray):
-        raise TypeError(f"base_range must be a pair (low, high) of bases, got {base_range!r}")
-    if len(base_range) != 2:
-        raise ValueError(f"base_range must be a pair (low, high) of bases, got {base_range!r}")
-    lo, hi = (check_base(b, "base_range") for b in base_range)
-    if not lo < hi:
-        raise ValueError(f"base_range must be increasing, got {base_range!r}")
-    n_bases = check_positive_int(
-        n_bases, "n_bases", minimum=2, maximum=10**5, hint="one max_context scan per base"
-    )
-    if isinstance(lengths, str) or not isinstance(lengths, Sequence | np.ndarray):
-        raise TypeError(f"lengths must be a sequence of context lengths, got {lengths!r}")
-    lengths = [_check_length(length, "lengths") for length in lengths]
-    bases = np.geomspace(lo, hi, n_bases)
-    horizons = np.array([max_context(float(b), d) for b in bases])
-    fig, ax = plotting.new_figure(width=7.5, height=4.0)
-    ax.plot(bases, horizons, lw=0.8, label="max_context(base)", **plotting.line_style(0))
-    for j, length in enumerate(lengths):
-        style = plotting.line_style(j + 1)
-        ax.axhline(length, lw=1.0, color=style["color"], linestyle="--", label=f"L = {length}")
-        b_min = min_base(length, d)
-        if lo <= b_min <= hi:
-            ax.plot(
-                [b_min],
-                [length],
-                marker="v",
-                ms=8,
-                color=style["color"],
-                linestyle="none",
-                label=f"min_base({length}) = {b_min:.5g}",
-            )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("base $b$")
-    ax.set_ylabel("horizon: first $m$ with $B_m < 0$")
-    ax.set_title(f"The horizon is not monotone in the base (d = {d})")
-    ax.legend(loc="upper left", fontsize=9)
-    return fig
-
-
-def plot_min_base_table(rows: Sequence[dict] | None = None, d: int = 128):
-    r"""Figure: :func:`min_base` against L (log axes) with the published values of
-    :data:`PUBLISHED_MIN_BASE` (for ``d = 128``, the only head dimension they are for);
-    published values that fail :math:`B_m \ge 0` for some :math:`m < L` are drawn as
-    crosses. ``rows=None`` reads :func:`min_base_table` (cached for ``d = 128``; for another
-    d it is computed with the default budget :data:`DEFAULT_MAX_STEPS` per row, so the call
-    finishes or refuses within about 30 s per row)."""
-    d = check_dim(d)
-    if rows is None:
-        # The shipped table (d = 128) is cached; other d are computed within the default
-        # budget of min_base_search, so the figure finishes (or refuses) within about 30 s.
-        budget = TABLE_MAX_STEPS if d == 128 else DEFAULT_MAX_STEPS
-        try:
-            rows = min_base_table(d=d, max_steps=budget)
-        except ValueError as error:
-            if "max_steps" not in str(error):
-                raise
-            raise ValueError(
-                f"the table for d = {d} does not fit the figure's budget ({error}); compute "
-                f"it first with min_base_table(d={d}, max_steps=...) and pass it as rows"
-            ) from error
-    rows = _check_rows(rows, "rows", ("L", "base"))
-    lengths = np.array([r["L"] for r in rows])
-    ours = np.array([r["base"] for r in rows])
-    fig, ax = plotting.new_figure(width=7.0, height=4.2)
-    ax.plot(lengths, ours, marker="o", label="min_base (this book)", **plotting.line_style(0))
-    published = ("Men et al., Table 2", "Su, archive 10122") if d == 128 else ()
-    for j, name in enumerate(published):
-        style = plotting.line_style(j + 1)
-        ok_x, ok_y, bad_x, bad_y = [], [], [], []
-        for length in lengths:
-            k = int(length).bit_length() - 1
-            if k not in PUBLISHED_MIN_BASE:
-                continue
-            value = PUBLISHED_MIN_BASE[k][j]
-            feasible = max_context(value, d) >= length
-            (ok_x if feasible else bad_x).append(length * (1.06 if j else 0.94))
-            (ok_y if feasible else bad_y).append(value)
-        ax.plot(
-            ok_x,
-            ok_y,
-            marker="s" if j == 0 else "^",
-            linestyle="none",
-            mfc="none",
-            color=style["color"],
-            label=f"{name} (feasible)",
-        )
-        if bad_x:
-            ax.plot(
-                bad_x,
-                bad_y,
-                marker="x",
-                ms=9,
-                mew=2,
-                linestyle="none",
-                color=style["color"],
-                label=f"{name} (infeasible)",
-            )
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("context length $L$")
-    ax.set_ylabel("smallest base $b$")
-    ax.set_title(f"Smallest base with $B_m \\geq 0$ for all $m < L$ (d = {d})")
-    ax.legend(loc="upper left", fontsize=9)
-    return fig

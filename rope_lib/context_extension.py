@@ -1,44 +1,39 @@
 r"""Frequency schedules that run a RoPE model past its training length (``context-extension``).
 
-A model trained on contexts of length :math:`L` has only seen rotation angles
+A model trained only on contexts of length :math:`L` has seen only the rotation angles
 :math:`m\theta_i` with :math:`0 \le m < L`.  Every method of running it on a longer
 context :math:`L' = sL` (:math:`s \ge 1` is the *scale factor*) replaces the
 frequencies :math:`\theta_i = b^{-2i/d}` of :func:`rope_lib.theta` by new ones
 :math:`\theta_i'` and sometimes rescales the attention logits as well.
 
-What this module computes
--------------------------
+What the context-extension module computes
+------------------------------------------
 * :func:`scaled_theta`: the new frequencies and the attention factor of the methods
   ``"none"``, ``"linear"`` (position interpolation), ``"ntk"`` (NTK-aware base change),
   ``"dynamic"`` (dynamic NTK), ``"yarn"`` and ``"llama3"``.
-* :func:`scaled_margin` and :func:`scaled_horizon`: the similarity margin
-  :math:`B_m = \sum_i \cos(m\theta_i')` of the base-bound chapter evaluated with the new
-  frequencies, and the first distance at which it turns negative.
-* :func:`plot_wavelengths` and :func:`plot_margins`: the two figures of the chapter.
+* :func:`scaled_margin` and :func:`scaled_horizon`: the similarity margin of the base-bound
+  chapter evaluated with the new frequencies, :math:`B_m' = \sum_i \cos(m\theta_i')`, and
+  the first distance at which it turns negative.
+* The two figures of the chapter are in :mod:`rope_lib.figures.context_extension`.
 
 The conventions follow the reference implementations that models actually run
 (Hugging Face ``transformers.modeling_rope_utils``, which reproduces the released code of
-YaRN and of Llama 3.1); where a paper writes a formula differently the docstring says so.
+YaRN and Meta's reference code of Llama 3.1, ``apply_scaling`` in ``meta-llama/llama-models``);
+where a paper writes a formula differently the docstring says so.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
-from . import plotting
 from ._validate import (
     MAX_POSITION,
     check_base,
     check_choice,
     check_dim,
-    check_elements,
     check_flag,
     check_integer_array,
     check_positive_int,
@@ -53,11 +48,9 @@ __all__ = [
     "yarn_attention_factor",
     "scaled_margin",
     "scaled_horizon",
-    "plot_wavelengths",
-    "plot_margins",
 ]
 
-#: The accepted values of ``method`` in :func:`scaled_theta`.
+#: The accepted values of ``method`` in ``scaled_theta``.
 EXTENSION_METHODS: tuple[str, ...] = ("none", "linear", "ntk", "dynamic", "yarn", "llama3")
 
 # The keyword parameters each method accepts, with their defaults (None: required).
@@ -75,8 +68,6 @@ LLAMA3_ORIGINAL_CONTEXT = 8192
 
 #: Largest ``limit`` of :func:`scaled_horizon`: 2**26 distances, about ten seconds at d = 128.
 MAX_HORIZON_LIMIT = 1 << 26
-#: Largest ``max_distance`` of :func:`plot_margins` (a table of d/2 x 2**22 phases at most).
-MAX_PLOT_DISTANCE = 1 << 22
 
 
 # --------------------------------------------------------------------------------------------
@@ -184,52 +175,63 @@ def scaled_theta(
     ``"none"``
         :math:`\theta_i' = \theta_i` (``factor`` is checked and otherwise ignored).
     ``"linear"``, position interpolation (Chen et al. 2023)
-        :math:`\theta_i' = \theta_i / s`: position :math:`m` is read as :math:`m/s`.
+        :math:`\theta_i' = \theta_i / s`: position :math:`n` is read as :math:`n/s`.
     ``"ntk"``, NTK-aware scaling
         :math:`\theta_i' = (b')^{-2i/d}` with :math:`b' = b\, s^{d/(d-2)}`, so that
         :math:`\theta_0' = \theta_0` and :math:`\theta_{d/2-1}' = \theta_{d/2-1}/s`.
-    ``"dynamic"``, dynamic NTK scaling (parameter ``seq_len`` = :math:`\ell`, the current
-    sequence length, required)
-        NTK with the effective factor
-        :math:`s_\ell = s\,\max(\ell, L)/L - (s - 1)`, the rule of Hugging Face
-        ``transformers``; :math:`s_\ell = 1` while :math:`\ell \le L`, and with ``factor=1``
-        it is the :math:`\max(1, \ell/L)` of Peng et al. (2024).
-    ``"yarn"`` (Peng et al. 2024; parameters ``beta_fast=32``, ``beta_slow=1``,
-    ``truncate=True``)
+    ``"dynamic"``, dynamic NTK scaling
+        Parameter ``seq_len`` = :math:`T`, the number of tokens of the current input,
+        required. NTK with the effective factor
+        :math:`s_T = s\,\max(T, L)/L - (s - 1)`, the rule of Hugging Face
+        ``transformers``; :math:`s_T = 1` while :math:`T \le L`, and with ``factor=1``
+        it is the :math:`\max(1, T/L)` of Peng et al. (2024).
+    ``"yarn"``, YaRN (Peng et al. 2024)
+        Parameters ``beta_fast=32``, ``beta_slow=1``, ``truncate=True``.
         :math:`\theta_i' = (1 - \gamma_i)\,\theta_i/s + \gamma_i\,\theta_i`, with the ramp
         :math:`\gamma_i = 1 - \operatorname{clip}\bigl((i - i_{\rm lo})/(i_{\rm hi} - i_{\rm lo}),
         0, 1\bigr)`, where :math:`i(\beta) = \frac{d \ln(L / (2\pi\beta))}{2 \ln b}` is the
         pair index whose frequency makes :math:`\beta` full turns over :math:`L` positions,
         :math:`i_{\rm lo} = \max(\lfloor i(\beta_{\rm fast})\rfloor, 0)` and
         :math:`i_{\rm hi} = \min(\lceil i(\beta_{\rm slow})\rceil, d - 1)` (no floor/ceil if
-        ``truncate=False``). Pairs that turn more than :math:`\beta_{\rm fast}` times are
-        kept, pairs that turn less than :math:`\beta_{\rm slow}` times are interpolated.
-        One deliberate difference from the reference code: when even
-        :math:`i_{\rm lo} > d - 1` (every pair turns more than :math:`\beta_{\rm fast}` times,
-        e.g. :math:`d = 4, b = 10, L = 32768`) the reference ramp runs backwards and
-        interpolates every pair; here every pair is kept, and symmetrically every pair is
-        interpolated when :math:`i(\beta_{\rm slow}) < 0`.
+        ``truncate=False``). As in the paper (which calls the thresholds :math:`\beta` and
+        :math:`\alpha`), pairs that turn more than :math:`\beta_{\rm fast}` times are kept and
+        pairs that turn less than :math:`\beta_{\rm slow}` times are interpolated, provided some
+        pair turns at least :math:`\beta_{\rm fast}` times (otherwise the clamp at index 0
+        keeps pair 0, which the paper blends; the reference code does the same).
+        Two deliberate differences from the reference code, in the corners where its ramp
+        runs backwards (:math:`i_{\rm hi} < i_{\rm lo}` before the division): when
+        :math:`i_{\rm lo} > d - 1` before clamping, that is :math:`L \ge 2\pi\beta_{\rm fast}
+        b^2` with the floor (e.g. :math:`d = 4, b = 10, L = 32768`), every pair turns more than
+        :math:`\beta_{\rm fast}` times and the reference code interpolates every pair; here
+        every pair is kept. When :math:`i_{\rm hi} < 0` before clamping (every pair turns fewer
+        than :math:`\beta_{\rm slow}` times; with the ceiling, :math:`L \le 2\pi\beta_{\rm slow}
+        b^{-2/d}`), the reference code keeps every pair; here every pair is interpolated.
         The paper writes the ramp as linear in the number of turns
-        :math:`r_i = L\theta_i/(2\pi)`; the released code, followed here, makes it linear in
-        :math:`i` between the same two end points. Attention factor
-        :math:`0.1 \ln s + 1` (:func:`yarn_attention_factor`).
-    ``"llama3"`` (Llama 3.1, Dubey et al. 2024; parameters ``low_freq_factor=1``,
-    ``high_freq_factor=4``; ``original_context`` defaults to 8192)
-        With the period (wavelength) :math:`T_i = 2\pi/\theta_i` of pair i,
+        :math:`\rho_i = L\theta_i/(2\pi)`, between :math:`\rho_i = \beta_{\rm slow}` and
+        :math:`\rho_i = \beta_{\rm fast}`; the released code, followed here, makes it linear in
+        :math:`i`, between the pair indices of those two turn counts rounded outward to
+        integers (floor and ceiling, unless ``truncate=False``) and clamped to
+        :math:`[0, d - 1]`. Attention factor :math:`0.1 \ln s + 1`
+        (:func:`yarn_attention_factor`).
+    ``"llama3"``, Llama 3.1
+        Meta's reference code, ``apply_scaling`` in ``meta-llama/llama-models``, mirrored by
+        Hugging Face's ``"llama3"`` rope type; parameters ``low_freq_factor=1``,
+        ``high_freq_factor=4``; ``original_context`` defaults to 8192. With the period (wavelength) :math:`T_i = 2\pi/\theta_i` of pair i,
 
         .. math::
             \theta_i' = \begin{cases}
-            \theta_i & T_i < L/\beta \\
-            \theta_i/s & T_i > L/\alpha \\
-            (1 - \mu_i)\,\theta_i/s + \mu_i\,\theta_i, \quad
-            \mu_i = \dfrac{L/T_i - \alpha}{\beta - \alpha} & \text{otherwise,}
+            \theta_i & T_i < L/\rho_{\rm high} \\
+            \theta_i/s & T_i > L/\rho_{\rm low} \\
+            (1 - \eta_i)\,\theta_i/s + \eta_i\,\theta_i, \quad
+            \eta_i = \dfrac{L/T_i - \rho_{\rm low}}{\rho_{\rm high} - \rho_{\rm low}}
+            & \text{otherwise,}
             \end{cases}
 
-        where :math:`\alpha` = ``low_freq_factor`` and :math:`\beta` = ``high_freq_factor``.
-        Since :math:`L/T_i = r_i` is the number of turns over :math:`L`, this is YaRN's ramp
-        in the form the YaRN paper writes it (linear in :math:`r_i`) with
-        :math:`\beta_{\rm slow} = \alpha`, :math:`\beta_{\rm fast} = \beta`, and without
-        YaRN's attention factor.
+        where :math:`\rho_{\rm low}` = ``low_freq_factor`` and :math:`\rho_{\rm high}` =
+        ``high_freq_factor`` are thresholds on the number of turns
+        :math:`\rho_i = L/T_i` over :math:`L`. This is YaRN's ramp in the form the YaRN paper
+        writes it (linear in :math:`\rho_i`) with :math:`\beta_{\rm slow} = \rho_{\rm low}`,
+        :math:`\beta_{\rm fast} = \rho_{\rm high}`, and without YaRN's attention factor.
 
     Parameters
     ----------
@@ -239,7 +241,7 @@ def scaled_theta(
     base : float
         RoPE base :math:`b > 1`.
     method : str
-        One of :data:`EXTENSION_METHODS`.
+        One of :data:`rope_lib.context_extension.EXTENSION_METHODS`.
     factor : float
         Scale factor :math:`s \ge 1` (target context over training context).
     original_context : int, optional
@@ -312,11 +314,11 @@ def scaled_theta(
             f"high_freq_factor must be larger than low_freq_factor, got {high} <= {low}"
         )
     wavelength = 2.0 * math.pi / th
-    mu = (original_context / wavelength - low) / (high - low)
+    eta = (original_context / wavelength - low) / (high - low)
     out = np.where(
         wavelength < original_context / high,
         th,
-        np.where(wavelength > original_context / low, th / s, (1.0 - mu) * th / s + mu * th),
+        np.where(wavelength > original_context / low, th / s, (1.0 - eta) * th / s + eta * th),
     )
     return out, 1.0
 
@@ -333,7 +335,7 @@ def scaled_margin(
     original_context: int | None = None,
     **params: Any,
 ) -> np.ndarray | np.float64:
-    r"""Similarity margin :math:`B_m = \sum_i \cos(m\theta_i')` with scaled frequencies.
+    r"""Similarity margin :math:`B_m' = \sum_i \cos(m\theta_i')` with scaled frequencies.
 
     .. math:: B_m' = \sum_{i=0}^{d/2-1} \cos(m\,\theta_i'),
               \qquad (\theta', a) = \texttt{scaled\_theta}(d, b, \text{method}, s, L, \dots)
@@ -379,7 +381,7 @@ def scaled_horizon(
         As in :func:`scaled_theta`.
     limit : int
         Search :math:`0 \le m <` ``limit`` (default :math:`10^7`, at most
-        :data:`MAX_HORIZON_LIMIT` = 2**26, about ten seconds at d = 128).
+        ``MAX_HORIZON_LIMIT`` = 2**26, about ten seconds at d = 128).
 
     Returns
     -------
@@ -401,138 +403,3 @@ def scaled_horizon(
         if neg.size:
             return int(m[neg[0]])
     return None
-
-
-# --------------------------------------------------------------------------------------------
-# figures
-# --------------------------------------------------------------------------------------------
-_LABELS = {
-    "none": "none (original)",
-    "linear": "linear (PI)",
-    "ntk": "NTK-aware",
-    "dynamic": "dynamic NTK",
-    "yarn": "YaRN",
-    "llama3": "Llama 3.1",
-}
-
-
-def _check_methods(methods: Any) -> list[str]:
-    what = f"methods must be a non-empty sequence of names from {list(EXTENSION_METHODS)}"
-    if isinstance(methods, str) or not isinstance(methods, Sequence | np.ndarray):
-        raise TypeError(f"{what}, got {methods!r}")
-    if len(methods) == 0:
-        raise ValueError(f"{what}, got an empty sequence")
-    return [_check_method(m, "methods entries") for m in methods]
-
-
-def _check_figure(d: Any, base: Any, factor: Any, original_context: Any) -> tuple:
-    """The arguments shared by the figures, checked before anything is computed."""
-    return check_dim(d), check_base(base), _check_factor(factor), _check_context(original_context)
-
-
-def plot_wavelengths(
-    d: int = 128,
-    base: float = 500000.0,
-    factor: float = 8.0,
-    original_context: int = 8192,
-    methods: Sequence[str] = ("none", "linear", "ntk", "yarn", "llama3"),
-) -> Figure:
-    r"""Figure: period (wavelength) :math:`T_i' = 2\pi/\theta_i'` against the pair index
-    :math:`i` for each method (log scale), with the training context :math:`L` and the
-    target :math:`sL` drawn as horizontal lines.
-
-    ``"dynamic"`` is drawn at ``seq_len = factor * original_context``.
-    """
-    d, base, factor, original_context = _check_figure(d, base, factor, original_context)
-    methods = _check_methods(methods)
-    if "dynamic" in methods:
-        _check_context(int(round(factor * original_context)), "factor * original_context")
-    fig, ax = plotting.new_figure(width=7.2, height=4.2)
-    i = np.arange(d // 2)
-    for k, method in enumerate(methods):
-        extra = {"seq_len": int(round(factor * original_context))} if method == "dynamic" else {}
-        th, _ = scaled_theta(d, base, method, factor, original_context, **extra)
-        ax.plot(i, 2.0 * np.pi / th, label=_LABELS[method], lw=1.8, **plotting.line_style(k))
-    for value, text in ((original_context, "$L$"), (factor * original_context, "$sL$")):
-        ax.axhline(value, color="0.4", lw=0.8, linestyle=":")
-        ax.annotate(
-            text,
-            (0.01, value),
-            xycoords=("axes fraction", "data"),
-            va="bottom",
-            fontsize=10,
-            color="0.3",
-        )
-    ax.set_yscale("log")
-    ax.set_xlabel("pair index $i$")
-    ax.set_ylabel(r"wavelength $2\pi/\theta_i'$ (positions)")
-    ax.set_title(f"d = {d}, b = {base:g}, L = {original_context}, s = {factor:g}")
-    ax.legend(loc="upper left", bbox_to_anchor=(0.04, 1.0))
-    return fig
-
-
-def plot_margins(
-    d: int = 128,
-    base: float = 500000.0,
-    factor: float = 8.0,
-    original_context: int = 8192,
-    max_distance: int = 300_000,
-    methods: Sequence[str] = ("none", "linear", "ntk", "yarn", "llama3"),
-    n_points: int = 1500,
-) -> Figure:
-    r"""Figure: the worst margin so far, :math:`\min_{0 \le m' \le m} B_{m'}'`, against
-    :math:`m` (log axis) for each method, with each method's horizon (the first :math:`m`
-    with :math:`B_m' < 0`, :func:`scaled_horizon`) marked by a dot and the target context
-    :math:`sL` by a dotted line.
-
-    :math:`B_m'` itself oscillates too fast to read; its running minimum crosses zero
-    exactly at the horizon. The curve is drawn at ``n_points`` distances spaced evenly on
-    the log axis (exact running minima at those distances). ``"dynamic"`` uses
-    ``seq_len = s L``. ``max_distance`` is at most :data:`MAX_PLOT_DISTANCE` = 2**22 (and
-    ``max_distance * d / 2`` at most ``MAX_ELEMENTS``), ``n_points`` at most 10**5.
-    """
-    d, base, factor, original_context = _check_figure(d, base, factor, original_context)
-    methods = _check_methods(methods)
-    if "dynamic" in methods:
-        _check_context(int(round(factor * original_context)), "factor * original_context")
-    max_distance = check_positive_int(
-        max_distance, "max_distance", maximum=MAX_PLOT_DISTANCE, hint="a figure needs fewer"
-    )
-    check_elements(
-        (max_distance + 1) * (d // 2),
-        f"the phases of max_distance = {max_distance} distances x d/2 frequencies",
-        "pass a smaller max_distance",
-    )
-    n_points = check_positive_int(
-        n_points, "n_points", minimum=2, maximum=10**5, hint="a figure needs fewer"
-    )
-    m = np.arange(max_distance + 1)
-    shown = np.unique(np.geomspace(1, max_distance, n_points).astype(np.int64))
-    fig, ax = plotting.new_figure(width=7.2, height=4.0)
-    for k, method in enumerate(methods):
-        extra = {"seq_len": int(round(factor * original_context))} if method == "dynamic" else {}
-        worst = np.minimum.accumulate(
-            scaled_margin(m, d, base, method, factor, original_context, **extra)
-        )
-        style = plotting.line_style(k)
-        ax.plot(shown, worst[shown], label=_LABELS[method], lw=1.6, **style)
-        negative = np.flatnonzero(worst < 0)
-        if negative.size:
-            ax.plot([negative[0]], [0.0], "o", color=style["color"], ms=6, zorder=3)
-    ax.axhline(0.0, color="0.2", lw=0.8)
-    ax.axvline(factor * original_context, color="0.4", lw=0.8, linestyle=":")
-    ax.annotate(
-        "$sL$",
-        (factor * original_context, 0.97),
-        xycoords=("data", "axes fraction"),
-        ha="right",
-        va="top",
-        fontsize=10,
-        color="0.3",
-    )
-    ax.set_xscale("log")
-    ax.set_xlabel("distance $m$")
-    ax.set_ylabel(r"running minimum of $B_m'$")
-    ax.set_title(f"d = {d}, b = {base:g}, L = {original_context}, s = {factor:g}")
-    ax.legend(loc="upper right")
-    return fig

@@ -122,7 +122,7 @@ _LAYOUTS = ("interleaved", "half")
 _DISTANCES = ("uniform", "log_uniform")
 #: The modules whose code determines the trained numbers: this one, ``apply_rope`` and the
 #: frequencies and argument checks it uses.  Their SHA-256 keys the stored results.
-CODE_FILES = ("experiment.py", "rotation.py", "_fused.py", "frequencies.py", "_validate.py")
+CODE_FILES = ("experiment.py", "rotation.py", "_fastpath.py", "frequencies.py", "_validate.py")
 #: Seeds must fit ``torch.Generator.manual_seed`` after the offsets used below.
 _MAX_SEED = 2**62
 #: Seed of the held-out set of a context length L is _EVAL_SEED + L (same for every run).

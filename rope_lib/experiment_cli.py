@@ -9,7 +9,11 @@
   another, each single-threaded (so each run's numbers do not depend on the other process),
   with one progress bar and an estimate of the time left for the whole; the processes'
   own output goes to ``_build/experiment/<sweep>.log``.  Interrupted, it leaves the
-  finished runs in place and the next call resumes them.
+  finished runs in place and the next call resumes them;
+* ``python -m rope_lib.experiment_cli --all --smoke`` (``make experiment SMOKE=1``): the
+  smoke sweeps of both experiments, the same way, with their per-run files, logs and
+  results files all under ``_build/experiment-smoke/`` (nothing is written to
+  ``rope_lib/data``): a check, in about a minute, that the whole path runs.
 
 The entry point lives in its own module because ``rope_lib`` imports the experiment modules on
 import, and running an already imported module with ``python -m`` makes Python warn.  It is
@@ -28,7 +32,11 @@ from pathlib import Path
 
 #: The sweeps of ``--all``, grouped by process: each group runs in order in one process.
 ALL_GROUPS = ((("recall", "full"), ("recall", "uniform")), (("lm", "full"),))
+#: The sweeps of ``--all --smoke``: each experiment's smoke configuration.
+SMOKE_GROUPS = ((("recall", "smoke"),), (("lm", "smoke"),))
 _ROOT = Path(__file__).resolve().parent.parent
+#: Where ``--all --smoke`` writes everything (per-run files, logs, results).
+SMOKE_DIR = _ROOT / "_build" / "experiment-smoke"
 
 
 def _plan(experiment: str, config: str, build: Path | None):
@@ -138,6 +146,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv == ["--all"]:
         return run_all()
+    if sorted(argv) == ["--all", "--smoke"]:
+        code = run_all(SMOKE_GROUPS, build_dir=SMOKE_DIR, output_dir=SMOKE_DIR)
+        if code == 0:
+            print(f"smoke sweeps done: results in {SMOKE_DIR} (rope_lib/data untouched)")
+        return code
+    if "--smoke" in argv:
+        print("--smoke goes with --all: python -m rope_lib.experiment_cli --all --smoke")
+        return 2
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--experiment", choices=("recall", "lm"), default="recall")
     known, rest = parser.parse_known_args(argv)

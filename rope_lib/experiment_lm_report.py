@@ -206,12 +206,12 @@ def plot_lm_recall(summary: LMSummary, ax: Any = None) -> Any:
     from matplotlib.axes import Axes
     from matplotlib.ticker import NullFormatter
 
-    from . import plotting
+    from .figures.style import line_style, new_figure
 
     if not isinstance(summary, LMSummary):
         raise TypeError(f"summary must be an LMSummary from lm_summary, got {_describe(summary)}")
     if ax is None:
-        fig, ax = plotting.new_figure(width=8.5, height=4.2)
+        fig, ax = new_figure(width=8.5, height=4.2)
     elif not isinstance(ax, Axes):
         raise TypeError(f"ax must be None or a matplotlib Axes, got {_describe(ax)}")
     else:
@@ -219,7 +219,7 @@ def plot_lm_recall(summary: LMSummary, ax: Any = None) -> Any:
     lo, hi = float(summary.bin_edges[0]), float(summary.bin_edges[-1])
     handles = []
     for k, base in enumerate(summary.bases):
-        style = plotting.line_style(k)
+        style = line_style(k)
         se = summary.accuracy_se[k]
         horizon = float(summary.horizon[k])
         handles.append(

@@ -43,7 +43,6 @@ from typing import Any
 
 import numpy as np
 
-from . import plotting
 from ._validate import (
     _describe,
     check_base,
@@ -54,6 +53,7 @@ from ._validate import (
 )
 from .base_bound import max_context, min_base
 from .decay import quarter_period
+from .figures.style import MAX_FIGURE_POINTS, line_style, new_figure
 
 __all__ = [
     "RecallCurves",
@@ -725,13 +725,13 @@ def plot_recall_by_distance(
     curves = recall_curves(results, context_length, d)
     chosen = _select_bases(bases, curves.bases.tolist())
     n_points = len(chosen) * curves.bin_centres.size
-    if n_points > plotting.MAX_FIGURE_POINTS:
+    if n_points > MAX_FIGURE_POINTS:
         raise ValueError(
             f"bases: the figure would have {n_points} points, more than MAX_FIGURE_POINTS = "
-            f"{plotting.MAX_FIGURE_POINTS}"
+            f"{MAX_FIGURE_POINTS}"
         )
     if ax is None:
-        fig, ax = plotting.new_figure(width=8.5, height=4.2)
+        fig, ax = new_figure(width=8.5, height=4.2)
     else:
         ax = _check_ax(ax)
         fig = ax.figure
@@ -741,7 +741,7 @@ def plot_recall_by_distance(
     handles = []  # legend order: the bases, then chance and the two kinds of marks
     for base in chosen:
         k = int(np.flatnonzero(curves.bases == base)[0])
-        style = plotting.line_style(k)
+        style = line_style(k)
         horizon, quarter = float(curves.horizon[k]), float(curves.quarter_period[k])
         se = curves.accuracy_se[k]
         bars = ax.errorbar(

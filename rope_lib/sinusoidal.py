@@ -2,26 +2,28 @@
 
 Chapter 3 (``chapters/03_sinusoidal.md``) solves the functional equation
 :math:`\\langle \\boldsymbol p_m, \\boldsymbol p_n\\rangle = g(m - n)` with complex numbers and
-finds :math:`p_m = (e^{\\mathrm i m\\theta_0}, \\dots, e^{\\mathrm i m\\theta_{d/2-1}})`.  This
+finds :math:`z_m = (e^{\\mathrm i m\\theta_0}, \\dots, e^{\\mathrm i m\\theta_{d/2-1}})`.  This
 module computes that solution in its three equivalent forms and the objects the chapter
 studies:
 
-* :func:`complex_encoding`: the complex vector of :math:`d/2` unit phasors;
-* :func:`cos_sin_encoding`: its real view, pairs :math:`(\\cos m\\theta_i, \\sin m\\theta_i)`;
-* :func:`sinusoidal`: the layout of *Attention Is All You Need*, pairs
-  :math:`(\\sin m\\theta_i, \\cos m\\theta_i)`, related to the previous one by the fixed
-  permutation :func:`vaswani_permutation`;
+* :func:`complex_encoding`: the complex vector :math:`z_m` of :math:`d/2` unit phasors;
+* :func:`cos_sin_encoding`: its real view :math:`p_m`, pairs
+  :math:`(\\cos m\\theta_i, \\sin m\\theta_i)`;
+* :func:`sinusoidal`: the layout of *Attention Is All You Need*, :math:`P_\\sigma p_m` with
+  pairs :math:`(\\sin m\\theta_i, \\cos m\\theta_i)`, related to the previous one by the
+  fixed permutation :func:`vaswani_permutation`;
 * :func:`gram_matrix`: the inner products :math:`\\langle p_m, p_n\\rangle`;
 * :func:`diagonal_h_score` and :func:`diagonal_h_parts`: the score
   :math:`p_m^\\top \\operatorname{diag}(h)\\, p_n` and its split into a relative
   (:math:`\\cos (m-n)\\theta_i`) and an absolute (:math:`\\cos (m+n)\\theta_i`) part;
 * :func:`shift_matrix`: the shift by :math:`k` positions, :math:`D_k` in Vaswani's layout and
-  :math:`R_k` in the (cos, sin) layout, with :math:`D_k = P_\\sigma R_k P_\\sigma`;
+  :math:`R_k` in the (cos, sin) layout, with :math:`D_k = P_\\sigma R_k P_\\sigma = R_{-k}`;
 * :func:`shift_isometry` and :func:`orthogonal_normal_form`: for *any* solution of the real
   equation, the orthogonal map :math:`U` with :math:`p_{m+1} = U p_m`, and its normal form
   (rotating planes, fixed and flipped directions);
 * :func:`symbolic_encoding`: the same encoding as a sympy matrix, for proofs;
-* :func:`plot_inner_products` and :func:`plot_encoding`: the chapter's figures.
+
+The chapter's figures are in ``rope_lib.figures.sinusoidal``.
 
 The encoding functions accept any finite real positions: the *formula* is defined for every
 real :math:`m`, and fractional positions are what position interpolation feeds in.  Their
@@ -31,25 +33,21 @@ magnitude is limited to ``MAX_POSITION`` = 2**32 (``rope_lib._validate``): an an
 *derivation* is another matter.  Chapter 3 proves its results (the form of the solutions of the
 complex condition, and :math:`p_m = U^m p_0` for every solution of the real equation) for
 integer positions: the proofs step from :math:`m` to :math:`m + 1`.  For real positions the
-same conclusions need a regularity assumption, :math:`g` measurable (e.g.
-:math:`m \\mapsto p_m` continuous); without it the phase equation is Cauchy's equation, which has other
-solutions.  The width of the encoding, :math:`d_\\text{model}` in the book, is the argument
+chapter shows, assuming :math:`g` measurable (e.g. :math:`m \\mapsto p_m` continuous), that every
+solution is :math:`p_t = e^{tG} p_0` with :math:`G` antisymmetric: rotating pairs and constant
+coordinates, no alternating ones.  In two dimensions the real equation at real positions
+already implies the complex condition; without an assumption on :math:`g` its phase equation is
+Cauchy's exponential equation, which has other, non-measurable solutions.  The width of the encoding, :math:`d_\\text{model}` in the book, is the argument
 ``d`` here.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ._lazy import lazy_import
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
-
-from . import plotting
 from ._validate import (
     MAX_DIM,
     check_base,
@@ -57,7 +55,6 @@ from ._validate import (
     check_dim,
     check_distance_array,
     check_elements,
-    check_positive_int,
     check_real,
     check_real_array,
 )
@@ -78,13 +75,9 @@ __all__ = [
     "shift_isometry",
     "orthogonal_normal_form",
     "symbolic_encoding",
-    "plot_inner_products",
-    "plot_encoding",
 ]
 
 _LAYOUTS = ("sin_cos", "cos_sin")
-MAX_FIGURE_POINTS = plotting.MAX_FIGURE_POINTS
-_HEATMAP_SIDE = 1 << 11  # sqrt(MAX_FIGURE_POINTS)
 
 
 def _positions(positions: Any, name: str = "positions") -> np.ndarray:
@@ -129,7 +122,7 @@ def sinusoidal(positions: Any, d: int, base: float = 10000.0) -> np.ndarray:
     Parameters
     ----------
     positions : array_like
-        1-D sequence of finite real positions :math:`m` (usually ``0, 1, ..., T-1``;
+        1-D sequence of finite real positions :math:`m` (usually ``0, 1, ..., N-1`` for N tokens;
         fractional positions are allowed, since the formula is defined for every real
         :math:`m`), of magnitude at most ``MAX_POSITION`` = 2**32.
     d : int
@@ -167,7 +160,7 @@ def complex_encoding(positions: Any, d: int, base: float = 10000.0) -> np.ndarra
     r"""The complex solution of :math:`\langle p_m, p_n\rangle = g(m-n)`: :math:`d/2` phasors.
 
     .. math::
-        \boldsymbol p_m = \left(e^{\mathrm i m\theta_0}, e^{\mathrm i m\theta_1}, \dots,
+        \boldsymbol z_m = \left(e^{\mathrm i m\theta_0}, e^{\mathrm i m\theta_1}, \dots,
         e^{\mathrm i m\theta_{d/2-1}}\right), \qquad \theta_i = b^{-2i/d}.
 
     Parameters
@@ -193,7 +186,7 @@ def complex_encoding(positions: Any, d: int, base: float = 10000.0) -> np.ndarra
 
 
 def cos_sin_encoding(positions: Any, d: int, base: float = 10000.0) -> np.ndarray:
-    r"""Real view of :func:`complex_encoding`: each phasor becomes the pair (real, imaginary).
+    r"""Real view :math:`p_m` of :func:`complex_encoding`: each phasor becomes a pair.
 
     .. math::
         \boldsymbol p_m = \left(\cos m\theta_0, \sin m\theta_0, \cos m\theta_1, \sin m\theta_1,
@@ -420,8 +413,8 @@ def shift_matrix(k: float, d: int, base: float = 10000.0, layout: str = "sin_cos
     :math:`\begin{pmatrix}\cos k\theta_i & -\sin k\theta_i \\ \sin k\theta_i & \cos k\theta_i
     \end{pmatrix}` (:math:`R_k` is RoPE's rotation matrix at position :math:`k`).  The two are
     related by the pair swap :math:`P_\sigma` of :func:`vaswani_permutation`,
-    :math:`D_k = P_\sigma R_k P_\sigma`, so :math:`D_k \ne R_k` in general.  Both depend on
-    :math:`k` only, not on :math:`m`.
+    :math:`D_k = P_\sigma R_k P_\sigma = R_{-k}`, so :math:`D_k \ne R_k` unless every
+    :math:`\sin k\theta_i = 0`.  Both depend on :math:`k` only, not on :math:`m`.
 
     Parameters
     ----------
@@ -555,19 +548,19 @@ def shift_isometry(vectors: Any, atol: float = 1e-9) -> np.ndarray:
 def orthogonal_normal_form(u: Any, atol: float = 1e-9) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""The real normal form of an orthogonal matrix: rotations of planes, and :math:`\pm 1`.
 
-    Returns :math:`\boldsymbol O` orthogonal (the change of coordinates), angles :math:`\alpha_1 \ge \dots \ge \alpha_k`
-    in :math:`(0, \pi)` and signs :math:`s_1, \dots, s_l \in \{+1, -1\}` (the :math:`+1`
-    first) with
+    Returns :math:`\boldsymbol O` orthogonal (the change of coordinates), angles
+    :math:`\omega_1 \ge \dots \ge \omega_k` in :math:`(0, \pi)` and signs
+    :math:`s_1, \dots, s_l \in \{+1, -1\}` (the :math:`+1` first) with
 
     .. math::
         \boldsymbol O^\top \boldsymbol U \boldsymbol O = \operatorname{diag}\big(
-        \boldsymbol\Omega(\alpha_1), \dots, \boldsymbol\Omega(\alpha_k), s_1, \dots, s_l\big),
+        \boldsymbol\Omega(\omega_1), \dots, \boldsymbol\Omega(\omega_k), s_1, \dots, s_l\big),
         \qquad
         \boldsymbol\Omega(\alpha) = \begin{pmatrix}\cos\alpha & -\sin\alpha \\
         \sin\alpha & \cos\alpha\end{pmatrix} .
 
     Columns :math:`2j, 2j+1` of :math:`\boldsymbol O` span the plane that turns by
-    :math:`\alpha_j`; the last :math:`l` columns are fixed (:math:`+1`) or flipped
+    :math:`\omega_{j+1}`; the last :math:`l` columns are fixed (:math:`+1`) or flipped
     (:math:`-1`).  Computed from the real Schur form (``scipy.linalg.schur``), which is block
     diagonal for a normal matrix; a block that turns clockwise is made counter-clockwise by
     flipping the sign of its second column.
@@ -673,138 +666,3 @@ def symbolic_encoding(
         pair = [sp.sin(position * th), sp.cos(position * th)]
         entries.extend(pair if layout == "sin_cos" else pair[::-1])
     return sp.Matrix(entries)
-
-
-def plot_inner_products(
-    d: int = 128, base: float = 10000.0, length: int = 256, max_distance: int | None = None
-) -> Figure:
-    r"""Heatmap of :math:`\langle p_m, p_n\rangle` over :math:`(m, n)` and the curve of
-    :math:`\langle p_0, p_x\rangle` against :math:`x`.
-
-    Left panel: :func:`gram_matrix` for positions ``0 .. length-1`` (a Toeplitz matrix: it is
-    constant along every diagonal :math:`m - n = \text{const}`), coloured from its smallest
-    entry to its largest, :math:`d/2`.  Right panel:
-    :math:`\langle p_0, p_x\rangle` for integer :math:`x` from ``0`` to ``max_distance``
-    (default ``length - 1``), with the maximum :math:`d/2` marked.
-
-    Parameters
-    ----------
-    d : int
-        Dimension of the encoding; an even integer >= 2.
-    base : float
-        The base :math:`b > 1`.
-    length : int
-        Number of positions in the heatmap, from 2 to 2048 (the heatmap has ``length**2``
-        cells, at most ``MAX_FIGURE_POINTS`` = 2**22).
-    max_distance : int, optional
-        Largest distance of the curve, from 1 to ``MAX_FIGURE_POINTS - 1``; defaults to
-        ``length - 1``.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        Axes 0 holds the heatmap (an ``AxesImage``), axes 1 the curve (first line).
-    """
-    d = check_dim(d)
-    base = check_base(base)
-    length = check_positive_int(
-        length,
-        "length",
-        minimum=2,
-        maximum=_HEATMAP_SIDE,
-        hint=f"the heatmap has length**2 cells, at most {MAX_FIGURE_POINTS}",
-    )
-    if max_distance is None:
-        max_distance = length - 1
-    else:
-        max_distance = check_positive_int(
-            max_distance,
-            "max_distance",
-            maximum=MAX_FIGURE_POINTS - 1,
-            hint=f"a curve has at most {MAX_FIGURE_POINTS} points",
-        )
-    _check_table(max_distance + 1, d, "the curve's encodings (max_distance + 1 positions x d)")
-    positions = np.arange(length)
-    gram = gram_matrix(positions, d, base)
-    distances = np.arange(max_distance + 1)
-    curve = gram_matrix([0], d, base, n_positions=distances)[0]
-
-    fig, (ax_map, ax_curve) = plotting.new_figure(ncols=2, width=8.0, height=3.8)
-    half = d / 2
-    image = ax_map.imshow(
-        gram,
-        cmap=plotting.CMAP,
-        vmin=float(gram.min()),
-        vmax=half,
-        origin="upper",
-        extent=(-0.5, length - 0.5, length - 0.5, -0.5),
-        interpolation="nearest",
-    )
-    ax_map.grid(False)
-    ax_map.set_xlabel("position $n$")
-    ax_map.set_ylabel("position $m$")
-    ax_map.set_title(r"$\langle p_m, p_n\rangle$")
-    fig.colorbar(image, ax=ax_map, shrink=0.9)
-
-    ax_curve.plot(distances, curve, label=r"$\langle p_0, p_x\rangle$", **plotting.line_style(0))
-    ax_curve.axhline(
-        half, label=r"maximum $d_\mathrm{model}/2$", linewidth=1.0, **plotting.line_style(1)
-    )
-    ax_curve.axhline(0.0, color="0.5", linewidth=0.8)
-    ax_curve.set_xlabel("relative distance $x$ (positions)")
-    ax_curve.set_ylabel(r"$\langle p_0, p_x\rangle$")
-    ax_curve.set_title(r"row $m = 0$: $g(x)$")
-    ax_curve.set_ylim(min(-0.1 * half, curve.min() - 0.05 * half), 1.25 * half)
-    ax_curve.legend(loc="upper right", ncols=2)
-    fig.suptitle(rf"Sinusoidal encoding, $d_\mathrm{{model}} = {d}$, base $b = {base:g}$")
-    return fig
-
-
-def plot_encoding(length: int = 128, d: int = 64, base: float = 10000.0) -> Figure:
-    r"""Heatmap of the encoding matrix :func:`sinusoidal` (positions x dimensions).
-
-    Row :math:`m` is :math:`p_m`; column :math:`2i` is :math:`\sin m\theta_i` and column
-    :math:`2i+1` is :math:`\cos m\theta_i`.  The left columns (pair 0, :math:`\theta_0 = 1`)
-    change fastest along the positions.
-
-    Parameters
-    ----------
-    length : int
-        Number of positions ``0 .. length-1`` (>= 1); the heatmap has ``length * d`` cells,
-        at most ``MAX_FIGURE_POINTS`` = 2**22.
-    d : int
-        Dimension of the encoding; an even integer >= 2.
-    base : float
-        The base :math:`b > 1`.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        One axes holding the heatmap (an ``AxesImage`` whose data is the encoding).
-    """
-    d = check_dim(d)
-    length = check_positive_int(
-        length,
-        "length",
-        maximum=MAX_FIGURE_POINTS // d,
-        hint=f"the heatmap has length * d cells, at most {MAX_FIGURE_POINTS}",
-    )
-    base = check_base(base)
-    enc = sinusoidal(np.arange(length), d, base)
-    fig, ax = plotting.new_figure(width=7.0, height=4.0)
-    image = ax.imshow(
-        enc,
-        cmap=plotting.DIVERGING_CMAP,
-        vmin=-1.0,
-        vmax=1.0,
-        aspect="auto",
-        origin="upper",
-        extent=(-0.5, d - 0.5, length - 0.5, -0.5),
-        interpolation="nearest",
-    )
-    ax.grid(False)
-    ax.set_xlabel("dimension (column $2i$: sin, $2i+1$: cos)")
-    ax.set_ylabel("position $m$")
-    ax.set_title(rf"Sinusoidal encoding $p_m$, $d_\mathrm{{model}} = {d}$, base $b = {base:g}$")
-    fig.colorbar(image, ax=ax, label="value")
-    return fig

@@ -6,11 +6,15 @@ Chapter 2 (``chapters/02_taylor.md``) adds position vectors to two inputs of a m
 \boldsymbol p_n`:
 
 .. math:: \tilde f \approx f + \boldsymbol p_m^\top \nabla_m f + \boldsymbol p_n^\top \nabla_n f
-          + \tfrac12 \boldsymbol p_m^\top \boldsymbol H_{mm} \boldsymbol p_m
-          + \tfrac12 \boldsymbol p_n^\top \boldsymbol H_{nn} \boldsymbol p_n
+          + \tfrac12 \boldsymbol p_m^\top \mathcal H_{mm} \boldsymbol p_m
+          + \tfrac12 \boldsymbol p_n^\top \mathcal H_{nn} \boldsymbol p_n
           + \boldsymbol p_m^\top \mathcal H \boldsymbol p_n,
-          \qquad \mathcal H = \frac{\partial^2 f}{\partial \boldsymbol x_m
-          \partial \boldsymbol x_n^\top}.
+          \qquad \mathcal H = \mathcal H_{mn} = \frac{\partial^2 f}{\partial \boldsymbol x_m
+          \partial \boldsymbol x_n^\top},
+
+where :math:`\mathcal H_{mm}`, :math:`\mathcal H_{nn}` and :math:`\mathcal H_{mn}` are the blocks
+of the Hessian of :math:`f` in the two inputs (entries :math:`(\mathcal H_{mn})_{jl} =
+\partial^2 f/\partial x_{m,j}\partial x_{n,l}`).
 
 The vectors :math:`\boldsymbol x_m, \boldsymbol p_m` have the model width
 :math:`d_\text{model}`; the score model divides by :math:`\sqrt d`, :math:`d` the head
@@ -20,9 +24,10 @@ This module computes
 
 * :func:`second_order_expansion`: the six named terms for any sympy expression ``f``, and
   (method :meth:`SecondOrderExpansion.interaction`) the exact interaction
-  :math:`I = \tilde f(\boldsymbol p_m, \boldsymbol p_n) - \tilde f(\boldsymbol p_m, \boldsymbol 0)
-  - \tilde f(\boldsymbol 0, \boldsymbol p_n) + \tilde f(\boldsymbol 0, \boldsymbol 0)`, the
-  part of :math:`\tilde f` that is not a sum of single-position functions;
+  :math:`\mathcal I = f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n + \boldsymbol p_n)
+  - f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n) - f(\boldsymbol x_m, \boldsymbol x_n
+  + \boldsymbol p_n) + f(\boldsymbol x_m, \boldsymbol x_n)`, the part of :math:`\tilde f`
+  that is not a sum of single-position functions;
 * two concrete models for the chapter: :func:`score_model` (the attention score
   :math:`\boldsymbol x_m^\top \boldsymbol M \boldsymbol x_n/\sqrt d`,
   :math:`\boldsymbol M = \boldsymbol W_q^\top \boldsymbol W_k`, whose expansion is exact) and
@@ -33,29 +38,22 @@ This module computes
 * :func:`interaction_along_ray`: the exact interaction against the cross term along a ray;
 * :func:`diagonal_spread`: how far a matrix :math:`G_{mn}` is from depending on
   :math:`m - n` only;
-* :func:`plot_error_order` and :func:`plot_term_sizes`: the chapter's figures.
+
+The chapter's figures are in ``rope_lib.figures.taylor``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ._lazy import lazy_import
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
-
-from . import plotting
 from ._validate import (
     MAX_DIM,
-    check_flag,
     check_positive_int,
-    check_real,
     check_real_array,
     check_seed,
 )
@@ -75,8 +73,6 @@ __all__ = [
     "interaction_along_ray",
     "diagonal_spread",
     "loglog_slope",
-    "plot_error_order",
-    "plot_term_sizes",
 ]
 
 #: Largest number of decimal digits of the mpmath evaluations (``dps``); 40 already resolve
@@ -109,16 +105,6 @@ _ORDERS = {
     "cross": 2,
 }
 
-#: How the figures label each term.
-_TERM_LABELS = {
-    "constant": r"$f$",
-    "linear_m": r"$\boldsymbol{p}_m^\top \nabla_m f$",
-    "linear_n": r"$\boldsymbol{p}_n^\top \nabla_n f$",
-    "quadratic_m": r"$\frac{1}{2}\boldsymbol{p}_m^\top H_{mm} \boldsymbol{p}_m$",
-    "quadratic_n": r"$\frac{1}{2}\boldsymbol{p}_n^\top H_{nn} \boldsymbol{p}_n$",
-    "cross": r"$\boldsymbol{p}_m^\top \mathcal{H} \boldsymbol{p}_n$",
-}
-
 
 def _symbols(values: Any, name: str) -> tuple[sp.Symbol, ...]:
     if isinstance(values, sp.Symbol):
@@ -147,9 +133,10 @@ class SecondOrderExpansion:
     grad_m, grad_n : sympy.Matrix
         :math:`\nabla_m f` and :math:`\nabla_n f`, column vectors.
     hess_mm, hess_nn, hess_mn : sympy.Matrix
-        :math:`\partial^2 f/\partial x_m\partial x_m^\top`,
-        :math:`\partial^2 f/\partial x_n\partial x_n^\top` and the mixed Hessian
-        :math:`\mathcal H = \partial^2 f/\partial x_m\partial x_n^\top` (rows: :math:`x_m`).
+        :math:`\mathcal H_{mm} = \partial^2 f/\partial x_m\partial x_m^\top`,
+        :math:`\mathcal H_{nn} = \partial^2 f/\partial x_n\partial x_n^\top` and the mixed
+        Hessian :math:`\mathcal H = \mathcal H_{mn} = \partial^2 f/\partial x_m\partial x_n^\top`
+        (rows: :math:`x_m`).
     terms : dict
         The six terms keyed by :data:`TERM_NAMES`, each a sympy expression in ``x`` and ``p``.
     """
@@ -178,16 +165,17 @@ class SecondOrderExpansion:
     def interaction(self) -> sp.Expr:
         r"""The exact interaction of the two perturbations,
 
-        .. math:: I(\boldsymbol p_m, \boldsymbol p_n)
+        .. math:: \mathcal I(\boldsymbol p_m, \boldsymbol p_n)
                   = f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n + \boldsymbol p_n)
                   - f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n)
                   - f(\boldsymbol x_m, \boldsymbol x_n + \boldsymbol p_n)
                   + f(\boldsymbol x_m, \boldsymbol x_n).
 
-        :math:`\tilde f = \tilde f(\boldsymbol p_m, \boldsymbol 0) + \tilde f(\boldsymbol 0,
-        \boldsymbol p_n) - f + I`: everything in :math:`\tilde f` that is not a sum of a
+        :math:`\tilde f = f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n) +
+        f(\boldsymbol x_m, \boldsymbol x_n + \boldsymbol p_n) - f(\boldsymbol x_m,
+        \boldsymbol x_n) + \mathcal I`: everything in :math:`\tilde f` that is not a sum of a
         function of :math:`\boldsymbol p_m` and a function of :math:`\boldsymbol p_n` is in
-        :math:`I`. Its second-order part is the cross term
+        :math:`\mathcal I`. Its second-order part is the cross term
         :math:`\boldsymbol p_m^\top \mathcal H \boldsymbol p_n`; unlike the remainder of the
         six-term expansion it holds no single-position terms of order three or higher.
         """
@@ -223,9 +211,9 @@ def second_order_expansion(
               = \underbrace{f}_{\text{constant}}
               + \underbrace{\boldsymbol p_m^\top \nabla_m f}_{\text{linear\_m}}
               + \underbrace{\boldsymbol p_n^\top \nabla_n f}_{\text{linear\_n}}
-              + \underbrace{\tfrac12 \boldsymbol p_m^\top \boldsymbol H_{mm}
+              + \underbrace{\tfrac12 \boldsymbol p_m^\top \mathcal H_{mm}
                 \boldsymbol p_m}_{\text{quadratic\_m}}
-              + \underbrace{\tfrac12 \boldsymbol p_n^\top \boldsymbol H_{nn}
+              + \underbrace{\tfrac12 \boldsymbol p_n^\top \mathcal H_{nn}
                 \boldsymbol p_n}_{\text{quadratic\_n}}
               + \underbrace{\boldsymbol p_m^\top \mathcal H \boldsymbol p_n}_{\text{cross}}
               + O(\lVert p\rVert^3),
@@ -358,8 +346,9 @@ def attention_output_model(
               \qquad s_{mn} = \frac{\boldsymbol x_m^\top \boldsymbol x_n}{\sqrt d},
 
     with readout :math:`\boldsymbol c` (default all ones). The expression is built in the
-    equivalent form :math:`\boldsymbol c^\top(\boldsymbol x_n + \sigma(s_{mm} - s_{mn})
-    (\boldsymbol x_m - \boldsymbol x_n))`, :math:`\sigma(z) = 1/(1 + e^{-z})`. Unlike
+    equivalent form :math:`\boldsymbol c^\top(\boldsymbol x_n + (\boldsymbol x_m -
+    \boldsymbol x_n)/(1 + e^{s_{mn} - s_{mm}}))`, the two-way softmax written as a logistic
+    function of the score difference. Unlike
     :func:`score_model`, ``f`` is not a polynomial: its Taylor series does not stop, and the
     second-order expansion leaves a remainder of third order.
 
@@ -398,8 +387,10 @@ def demo_point(d: int = 2, seed: int = 0) -> dict[str, np.ndarray]:
     r"""A base point and perturbation directions for the numerical checks.
 
     Returns the inputs :math:`\boldsymbol x_m, \boldsymbol x_n \sim \mathcal N(0,
-    \boldsymbol I_d)` and unit directions :math:`\boldsymbol u_m, \boldsymbol u_n`; the
-    perturbations are then :math:`\boldsymbol p = \varepsilon\boldsymbol u`.
+    \boldsymbol I_d)` and unit directions :math:`\hat{\boldsymbol p}_m, \hat{\boldsymbol p}_n`
+    (keys ``p_hat_m``, ``p_hat_n``); the perturbations are then :math:`\boldsymbol p_m =
+    \varepsilon\hat{\boldsymbol p}_m`, :math:`\boldsymbol p_n = \varepsilon\hat{\boldsymbol
+    p}_n`.
 
     Parameters
     ----------
@@ -411,7 +402,7 @@ def demo_point(d: int = 2, seed: int = 0) -> dict[str, np.ndarray]:
     Returns
     -------
     dict
-        Keys ``"x_m"``, ``"x_n"``, ``"u_m"``, ``"u_n"``, each a float64 array of shape ``(d,)``.
+        Keys ``"x_m"``, ``"x_n"``, ``"p_hat_m"``, ``"p_hat_n"``, each a float64 array of shape ``(d,)``.
     """
     d = check_positive_int(
         d, "d", maximum=MAX_DIM, hint="d is the model width, at most rope_lib's MAX_DIM"
@@ -422,8 +413,8 @@ def demo_point(d: int = 2, seed: int = 0) -> dict[str, np.ndarray]:
     return {
         "x_m": x_m,
         "x_n": x_n,
-        "u_m": u_m / np.linalg.norm(u_m),
-        "u_n": u_n / np.linalg.norm(u_n),
+        "p_hat_m": u_m / np.linalg.norm(u_m),
+        "p_hat_n": u_n / np.linalg.norm(u_n),
     }
 
 
@@ -434,7 +425,7 @@ def _point(point: dict[str, Any], key: str, size: int) -> np.ndarray:
     if arr.shape != (size,):
         raise ValueError(
             f"{name} must have shape ({size},) (one entry per coordinate of the model's "
-            f"{key[-3:]}), got {arr.shape}"
+            f"x_{key[-1]}), got {arr.shape}"
         )
     return arr
 
@@ -468,13 +459,13 @@ def _ray(expansion: SecondOrderExpansion, point: dict[str, Any], eps: Any, dps: 
     if not isinstance(expansion, SecondOrderExpansion):
         raise TypeError(f"expansion must be a SecondOrderExpansion, got {type(expansion).__name__}")
     if not isinstance(point, dict):
-        raise TypeError("point must be a dict with keys 'x_m', 'x_n', 'u_m', 'u_n'")
-    missing = {"x_m", "x_n", "u_m", "u_n"} - set(point)
+        raise TypeError("point must be a dict with keys 'x_m', 'x_n', 'p_hat_m', 'p_hat_n'")
+    missing = {"x_m", "x_n", "p_hat_m", "p_hat_n"} - set(point)
     if missing:
         raise ValueError(f"point is missing the keys {sorted(missing)}")
     dm, dn = len(expansion.x_m), len(expansion.x_n)
     x = np.concatenate([_point(point, "x_m", dm), _point(point, "x_n", dn)])
-    u = np.concatenate([_point(point, "u_m", dm), _point(point, "u_n", dn)])
+    u = np.concatenate([_point(point, "p_hat_m", dm), _point(point, "p_hat_n", dn)])
     eps = _eps(eps)
     dps = check_positive_int(
         dps,
@@ -534,11 +525,12 @@ def expansion_error(
     r"""The remainder of the second-order expansion along a ray.
 
     .. math:: r(\varepsilon) = \big|\tilde f(\varepsilon) - \textstyle\sum_{\text{six terms}}
-              (\varepsilon)\big|, \qquad \boldsymbol p_m = \varepsilon \boldsymbol u_m,\;
-              \boldsymbol p_n = \varepsilon \boldsymbol u_n,
+              (\varepsilon)\big|, \qquad \boldsymbol p_m = \varepsilon \hat{\boldsymbol p}_m,\;
+              \boldsymbol p_n = \varepsilon \hat{\boldsymbol p}_n,
 
     evaluated with ``dps`` significant digits (mpmath), so that round-off never hides a
-    remainder as small as :math:`10^{-20}`. For a smooth ``f``, :math:`r = O(\varepsilon^3)`.
+    remainder as small as :math:`10^{-20}`. For a smooth ``f``, :math:`r = O(\varepsilon^3)` as
+    :math:`\varepsilon \to 0`.
 
     Parameters
     ----------
@@ -546,7 +538,8 @@ def expansion_error(
         From :func:`second_order_expansion`; its ``f`` may contain no symbols besides
         :math:`x` and :math:`p`.
     point : dict
-        ``x_m``, ``x_n`` (base point) and ``u_m``, ``u_n`` (directions), as from
+        ``x_m``, ``x_n`` (base point) and ``p_hat_m``, ``p_hat_n`` (the unit directions
+        :math:`\hat{\boldsymbol p}_m, \hat{\boldsymbol p}_n`), as from
         :func:`demo_point`: finite vectors of the model's widths, entries of magnitude at
         most 1e6 (beyond that the remainder drowns in round-off of the large terms and
         would come back as 0); refusals name the entry, e.g. ``point['x_m']``.
@@ -576,7 +569,9 @@ def term_sizes(
     dict
         Keys :data:`TERM_NAMES` and ``"remainder"``; values float64 arrays. Along the ray a
         linear term scales like :math:`\varepsilon`, a quadratic or cross term like
-        :math:`\varepsilon^2`, the remainder like :math:`\varepsilon^3`.
+        :math:`\varepsilon^2`, and the remainder of a smooth model like :math:`\varepsilon^3`
+        as :math:`\varepsilon \to 0` (for large :math:`\varepsilon` it can grow more
+        slowly).
     """
     values = _evaluate(expansion, point, eps, dps)
     out = {name: np.abs(values[name]) for name in TERM_NAMES}
@@ -589,19 +584,21 @@ def interaction_along_ray(
 ) -> dict[str, np.ndarray]:
     r"""The exact interaction of the two positions against the cross term, along a ray.
 
-    With :math:`\boldsymbol p_m = \varepsilon \boldsymbol u_m`, :math:`\boldsymbol p_n =
-    \varepsilon \boldsymbol u_n`,
+    With :math:`\boldsymbol p_m = \varepsilon \hat{\boldsymbol p}_m`, :math:`\boldsymbol p_n =
+    \varepsilon \hat{\boldsymbol p}_n`,
 
-    .. math:: I(\varepsilon) = f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n +
+    .. math:: \mathcal I(\varepsilon) = f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n +
               \boldsymbol p_n) - f(\boldsymbol x_m + \boldsymbol p_m, \boldsymbol x_n)
               - f(\boldsymbol x_m, \boldsymbol x_n + \boldsymbol p_n)
               + f(\boldsymbol x_m, \boldsymbol x_n),
-              \qquad c(\varepsilon) = \boldsymbol p_m^\top \mathcal H \boldsymbol p_n,
+              \qquad \mathcal I_2(\varepsilon) = \boldsymbol p_m^\top \mathcal H \boldsymbol p_n,
 
-    both evaluated with ``dps`` significant digits (mpmath). :math:`I` is the whole part of
-    :math:`\tilde f` that couples the two positions (:meth:`SecondOrderExpansion.interaction`);
-    :math:`I - c = O(\varepsilon^3)` is the coupling that the cross term misses. Unlike the
-    remainder of :func:`expansion_error` it contains no single-position terms.
+    both evaluated with ``dps`` significant digits (mpmath). :math:`\mathcal I` is the whole
+    part of :math:`\tilde f` that couples the two positions
+    (:meth:`SecondOrderExpansion.interaction`), and :math:`\mathcal I_2` is its second-order
+    part, the cross term; :math:`\mathcal I - \mathcal I_2 = O(\varepsilon^3)` is the coupling
+    that the cross term misses. Unlike the remainder of :func:`expansion_error` it contains no
+    single-position terms.
 
     Parameters
     ----------
@@ -611,8 +608,9 @@ def interaction_along_ray(
     Returns
     -------
     dict
-        ``"interaction"``: :math:`I(\varepsilon)`; ``"cross"``: :math:`c(\varepsilon)`
-        (both signed); ``"beyond_cross"``: :math:`|I(\varepsilon) - c(\varepsilon)|`. Each a
+        ``"interaction"``: :math:`\mathcal I(\varepsilon)`; ``"cross"``:
+        :math:`\mathcal I_2(\varepsilon)` (both signed); ``"beyond_cross"``:
+        :math:`|\mathcal I(\varepsilon) - \mathcal I_2(\varepsilon)|`. Each a
         float64 array, one entry per ``eps``.
     """
     x, u, eps, dps = _ray(expansion, point, eps, dps)
@@ -653,7 +651,7 @@ def diagonal_spread(gram: Any) -> float:
     Parameters
     ----------
     gram : array_like
-        A real square matrix, shape ``(T, T)`` with ``T >= 1``.
+        A real square matrix, shape ``(N, N)`` with ``N >= 1``.
 
     Returns
     -------
@@ -696,130 +694,3 @@ def loglog_slope(eps: Any, err: Any) -> float:
         raise ValueError("eps must hold at least two distinct values")
     slope, _ = np.polyfit(np.log(e), np.log(r), 1)
     return float(slope)
-
-
-def _default_expansion(expansion: SecondOrderExpansion | None) -> SecondOrderExpansion:
-    if expansion is None:
-        f, x_m, x_n = attention_output_model(2)
-        return second_order_expansion(f, x_m, x_n)
-    if not isinstance(expansion, SecondOrderExpansion):
-        raise TypeError(f"expansion must be a SecondOrderExpansion, got {type(expansion).__name__}")
-    return expansion
-
-
-def plot_error_order(
-    expansion: SecondOrderExpansion | None = None,
-    point: dict[str, Any] | None = None,
-    eps: Any = None,
-    fit_max: float = 0.1,
-) -> Figure:
-    r"""Figure: the remainder :math:`r(\varepsilon)` of the second-order expansion on log-log
-    axes, its fitted slope over :math:`\varepsilon \le` ``fit_max``, and a slope-3 guide line.
-
-    Parameters
-    ----------
-    expansion : SecondOrderExpansion, optional
-        Default: :func:`attention_output_model` with ``d = 2``.
-    point : dict, optional
-        Base point and directions; default :func:`demo_point` ``(d)``.
-    eps : array_like, optional
-        Perturbation sizes; default 25 values from :math:`10^{-3}` to 3.
-    fit_max : float
-        Largest :math:`\varepsilon` used in the fit (at least two ``eps`` must qualify).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        One axes; its title states the fitted slope.
-    """
-    expansion = _default_expansion(expansion)
-    if point is None:
-        point = demo_point(len(expansion.x_m))
-    eps = _eps(np.geomspace(1e-3, 3.0, 25) if eps is None else eps)
-    fit_max = check_real(fit_max, "fit_max", low=0.0, low_open=True)
-    fit = eps <= fit_max
-    if fit.sum() < 2:
-        raise ValueError(f"fit_max must leave at least two eps values to fit, got {fit_max}")
-    err = expansion_error(expansion, point, eps)
-    if np.any(err[fit] <= 0):
-        raise ValueError(
-            f"the remainder is 0 in float64 at some eps <= fit_max = {fit_max!r} for this "
-            "point (the model is exactly quadratic along the ray, or its remainder "
-            "underflows); there is no slope to fit: choose another point or larger eps"
-        )
-    slope = loglog_slope(eps[fit], err[fit])
-    intercept = np.mean(np.log(err[fit]) - slope * np.log(eps[fit]))
-    fig, ax = plotting.new_figure(width=6.4, height=4.2)
-    ax.loglog(eps, err, "o", color=plotting.PALETTE[0], ms=5, label=r"remainder $r(\varepsilon)$")
-    ax.loglog(
-        eps[fit],
-        np.exp(intercept) * eps[fit] ** slope,
-        lw=2,
-        color=plotting.PALETTE[1],
-        label=f"least-squares fit, slope {slope:.3f}",
-    )
-    guide = err[0] * (eps / eps[0]) ** 3
-    ax.loglog(eps, guide, color="0.3", linestyle=":", lw=1.5, label=r"guide $\propto\varepsilon^3$")
-    ax.axvspan(eps[fit].min(), eps[fit].max(), color=plotting.PALETTE[5], alpha=0.12, lw=0)
-    ax.set_xlabel(r"perturbation size $\varepsilon = \|\boldsymbol{p}_m\| = \|\boldsymbol{p}_n\|$")
-    ax.set_ylabel(r"$|\tilde f - \mathrm{(second\ order)}|$")
-    ax.set_title(f"Remainder of the second-order expansion: fitted slope {slope:.3f}")
-    ax.legend(loc="upper left")
-    return fig
-
-
-def plot_term_sizes(
-    expansion: SecondOrderExpansion | None = None,
-    point: dict[str, Any] | None = None,
-    eps: Any = None,
-    interaction: bool = True,
-) -> Figure:
-    r"""Figure: the size of each of the six terms, of the remainder and of the coupling beyond
-    the cross term against :math:`\varepsilon`, log-log.
-
-    Arguments as in :func:`plot_error_order` (default :math:`\varepsilon` from
-    :math:`10^{-2}` to 3). The constant is flat, the linear terms rise with slope 1, the
-    quadratic and cross terms with slope 2, the remainder with slope 3. With ``interaction``
-    (default) an eighth, dashed curve shows :math:`|I - \boldsymbol p_m^\top \mathcal H
-    \boldsymbol p_n|` from :func:`interaction_along_ray`: the part of the coupling between
-    the positions that the cross term misses. Where it catches up with the cross term, the
-    cross term no longer describes how the positions interact.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        One axes; lines in the order of :data:`TERM_NAMES`, then the remainder, then (with
-        ``interaction``) the coupling beyond the cross term.
-    """
-    expansion = _default_expansion(expansion)
-    if point is None:
-        point = demo_point(len(expansion.x_m))
-    interaction = check_flag(interaction, "interaction")
-    eps = _eps(np.geomspace(1e-2, 3.0, 30) if eps is None else eps)
-    sizes = term_sizes(expansion, point, eps)
-    fig, ax = plotting.new_figure(width=7.0, height=4.4)
-    for k, name in enumerate((*TERM_NAMES, "remainder")):
-        label = _TERM_LABELS.get(name, r"remainder $r(\varepsilon)$")
-        y = np.where(sizes[name] > 0, sizes[name], np.nan)
-        ax.loglog(
-            eps,
-            y,
-            lw=2.2 if name in ("cross", "remainder") else 1.4,
-            label=label,
-            **plotting.line_style(k),
-        )
-    if interaction:
-        beyond = interaction_along_ray(expansion, point, eps)["beyond_cross"]
-        ax.loglog(
-            eps,
-            np.where(beyond > 0, beyond, np.nan),
-            lw=2.2,
-            color="black",
-            linestyle="--",
-            label=r"$|I - \boldsymbol{p}_m^\top \mathcal{H} \boldsymbol{p}_n|$",
-        )
-    ax.set_xlabel(r"perturbation size $\varepsilon$")
-    ax.set_ylabel("absolute value of the term")
-    ax.set_title("Size of each term of the expansion along a ray")
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    return fig

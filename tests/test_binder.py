@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -165,6 +166,12 @@ def test_chapter_page_offers_its_executed_notebook(chapter: Path) -> None:
     assert [c.source for c in notebook.cells if c.cell_type == "code"] == code
     # ... and executed: code cells carry outputs
     assert any(c.outputs for c in notebook.cells if c.cell_type == "code")
+    # read as the book reads: no raw MyST role, no equation label in the Markdown
+    markdown = "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
+    raw = re.findall(r"\{(?:glue|glue:text|glue:md|cite|ref|numref|eq|prf:ref)\}`[^`]*`", markdown)
+    assert not raw, f"{chapter.stem}.ipynb shows raw roles: {raw[:5]}"
+    assert not re.search(r"\$\$[ \t]*\([\w:.-]+\)[ \t]*$", markdown, re.M)
+    assert "Reading this chapter in JupyterLab" not in markdown  # the note is for the .md
 
 
 # --- 2-4. a fresh environment from binder/ ----------------------------------------------
@@ -362,3 +369,55 @@ def test_downloaded_notebooks_execute_with_plain_nbclient(
         code = [c for c in nbformat.read(download, as_version=4).cells if c.cell_type == "code"]
         downloaded = [i for i, c in enumerate(code) if c.outputs]
         assert downloaded == entry["with_output"], download.name
+
+
+SAVE_BACK = """
+import json, shutil, sys
+from pathlib import Path
+
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_server.services.contents.largefilemanager import LargeFileManager
+from jupytext.sync_contentsmanager import build_sync_jupytext_contents_manager_class
+
+root = Path(sys.argv[1])
+spec = KernelSpecManager().get_kernel_spec("python3")
+manager = build_sync_jupytext_contents_manager_class(LargeFileManager)(root_dir=str(root))
+changed = []
+for page in sys.argv[2:]:
+    before = (root / page).read_bytes()
+    notebook = manager.get(page, content=True, type="notebook")["content"]
+    notebook["metadata"]["kernelspec"] = {
+        "display_name": spec.display_name, "language": spec.language, "name": "python3"}
+    notebook["metadata"]["language_info"] = {"name": "python"}
+    manager.save({"type": "notebook", "format": "json", "content": notebook}, page)
+    if (root / page).read_bytes() != before:
+        changed.append(page)
+print(json.dumps({"changed": changed, "display_name": spec.display_name}))
+"""
+
+
+@pytest.mark.slow
+def test_binder_jupyterlab_saves_the_chapters_back_unchanged(
+    binder_venv: Path, tmp_path: Path
+) -> None:
+    """In the Binder environment too (its Jupytext and its kernel's name), a chapter that
+    JupyterLab opens, runs and saves is byte for byte the file in the repository."""
+    pages = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "chapters").glob("*.md"))]
+    pages.append("index.md")
+    for page in pages:
+        (tmp_path / "book" / page).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "book" / page).write_bytes((ROOT / page).read_bytes())
+    script = tmp_path / "save_back.py"
+    script.write_text(SAVE_BACK)
+    result = subprocess.run(
+        [str(binder_venv / "bin" / "python"), str(script), str(tmp_path / "book"), *pages],
+        env=_clean_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["changed"] == [], report
+    header = (ROOT / "chapters" / "06_decay.md").read_text()
+    assert f"display_name: {report['display_name']}\n" in header

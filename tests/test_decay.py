@@ -8,7 +8,6 @@ expectations of Gaussian vectors.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import mpmath as mp
 import numpy as np
 import pytest
@@ -188,6 +187,23 @@ def test_abel_bound_for_ones_is_vacuous_up_to_a_million_but_not_forever():
     assert lowest == pytest.approx(136.9269, abs=1e-3)
 
 
+def test_abel_bound_for_ones_beats_d_up_to_a_million_only_for_some_d_below_128():
+    # q = k = 1: the bound beats the trivial bound d exactly where the mean of |S_j| is < 1.
+    # Independent route: direct float64 partial sums over every integer 0..1e6, in blocks.
+    def smallest_mean_partial_sum(d):
+        t, lowest = f64_theta(d), np.inf
+        for start in range(0, 1_000_001, 50_000):
+            x = np.arange(start, min(start + 50_000, 1_000_001), dtype=float)
+            s = np.abs(np.cumsum(np.exp(1j * np.multiply.outer(x, t)), axis=1)).mean(axis=1)
+            lowest = min(lowest, s.min())
+        return lowest
+
+    for d in (104, 124):  # never below d on 0..1e6, like d = 128 ...
+        assert smallest_mean_partial_sum(d) > 1.01
+    for d in (16, 64, 126):  # ... while these dip below d
+        assert smallest_mean_partial_sum(d) < 0.999
+
+
 @given(x=st.floats(-1e6, 1e6, allow_nan=False), d=st.sampled_from([2, 4, 16, 64, 128]))
 def test_mean_partial_sum_is_at_least_one_half(x, d):
     # |S_1| = 1 and |S_j| + |S_{j+1}| >= 1, so the mean of |S_j| is >= 1/2 for every real x
@@ -216,6 +232,115 @@ def test_periods_and_quarter_period():
     assert q == pytest.approx(float(mp.pi / 2 * mp.power(10, 4 - mp.mpf(8) / d)), rel=1e-14)
     assert int(q) == 14617  # the value quoted by source 000
     assert decay.quarter_period(4) == pytest.approx(np.pi / 2 * 100)
+
+
+# ---------------------------------------------------------------------------------- local mean
+def direct_window_mean(x, d, h, base=10000.0):
+    """Mean of g over the 2h + 1 distances x - h .. x + h, each g a float64 cosine sum."""
+    ys = x + np.arange(-h, h + 1, dtype=float)
+    return float(np.mean(2.0 * np.cos(np.multiply.outer(ys, f64_theta(d, base))).sum(axis=1)))
+
+
+@pytest.mark.parametrize("d", [2, 16, 128, 256])
+@pytest.mark.parametrize("h", [0, 1, 7, 400])
+@pytest.mark.parametrize("x", [0, 3, 250.5, -1234, 14617, 99_999])
+def test_windowed_mean_score_matches_a_direct_window_sum(d, h, x):
+    got = decay.windowed_mean_score(x, d, half_width=h)
+    assert got == pytest.approx(direct_window_mean(x, d, h), abs=1e-9)
+
+
+def test_windowed_mean_score_matches_mpmath():
+    for d, h, x, base in [(8, 5, 123.25, 1e4), (16, 20, 3000, 500.0)]:
+        expected = mp.fsum(mp_ones(x + j, d, base) for j in range(-h, h + 1)) / (2 * h + 1)
+        got = decay.windowed_mean_score(x, d, base, half_width=h)
+        assert got == pytest.approx(float(expected), abs=1e-10)
+
+
+def test_windowed_mean_score_default_window_and_special_cases():
+    x = np.array([0.0, 500.0, 14617.0, 20_000.0])
+    for d, base in [(256, 1e4), (128, 1e4), (64, 5e5)]:
+        h = int(np.ceil(np.pi * base * np.log(base) / d))
+        # the window spans the longest undersampled period at pi b / 2, 4 (pi b / 2) ln b / d
+        assert 2 * h - 2 < 2 * np.pi * base * np.log(base) / d <= 2 * h
+        np.testing.assert_array_equal(
+            decay.windowed_mean_score(x, d, base), decay.windowed_mean_score(x, d, base, h)
+        )
+    np.testing.assert_allclose(
+        decay.windowed_mean_score(x, 128, half_width=0), decay.ones_score(x, 128), atol=1e-10
+    )
+    assert np.ndim(decay.windowed_mean_score(7, 16)) == 0
+    assert decay.windowed_mean_score(x.reshape(2, 2), 16).shape == (2, 2)
+    np.testing.assert_allclose(
+        decay.windowed_mean_score(-x, 64, half_width=33),
+        decay.windowed_mean_score(x, 64, half_width=33),
+        atol=1e-12,
+    )
+    for bad, exc in [(-1, ValueError), (2.5, TypeError), (True, TypeError), (2**40, ValueError)]:
+        with pytest.raises(exc, match="half_width"):
+            decay.windowed_mean_score(1.0, 8, half_width=bad)
+
+
+# |sin u|/u on u >= pi peaks at the root of tan u = u in (pi, 3 pi/2), by mpmath; theta <= 1
+# adds the factor (1/2)/sin(1/2). Chapter 6 glues this cap, rounded up, as "at most 0.227".
+_LOBE = mp.findroot(lambda u: mp.tan(u) - u, 4.49)
+DIRICHLET_CAP = float(abs(mp.sin(_LOBE)) / _LOBE / (2 * mp.sin(mp.mpf(1) / 2)))
+
+
+@given(
+    width=st.integers(1, 20_001).filter(lambda w: w % 2 == 1),
+    theta=st.floats(1e-6, 1.0),
+)
+def test_window_weight_bounds_of_the_docstring(width, theta):
+    # the mean of cos(j theta) over j = -h..h, summed directly
+    h = (width - 1) // 2
+    weight = np.mean(np.cos(theta * np.arange(-h, h + 1)))
+    assert weight >= 1 - (width * theta) ** 2 / 24 - 1e-12
+    if theta >= 2 * np.pi / width:  # period at most the window: damped
+        assert abs(weight) <= DIRICHLET_CAP + 1e-12
+
+
+def test_window_weight_cap_is_reached_at_a_window_of_nine():
+    # the cap is tight: with 2w + 1 = 9 the first side lobe lies inside theta <= 1
+    assert 0.2265 < DIRICHLET_CAP < 0.2266
+    theta = np.linspace(2 * np.pi / 9, 1.0, 200_001)
+    weights = np.mean(np.cos(np.multiply.outer(theta, np.arange(-4, 5))), axis=1)
+    assert DIRICHLET_CAP - 1e-3 < np.abs(weights).max() <= DIRICHLET_CAP + 1e-12
+
+
+def test_local_mean_of_ones_score_bottoms_out_near_the_quarter_period():
+    # d = 256, base 1e4: the score itself crosses zero early and dips to about -48 before the
+    # quarter period; its local mean falls to about -13 there and is smallest near it, close
+    # to the continuum score, whose trend -d Ci(x/b)/ln b is smallest at pi b/2.
+    # Independent route: g summed directly in float64, windows by cumulative sums.
+    d, b = 256, 1e4
+    x = np.arange(0, 40_001, dtype=float)
+    g = np.concatenate(
+        [
+            2 * np.cos(np.multiply.outer(x[s : s + 5000], f64_theta(d))).sum(axis=1)
+            for s in range(0, x.size, 5000)
+        ]
+    )
+    q = decay.quarter_period(d)
+    assert np.argmax(g < 0) < q / 4 and g[: int(q) + 1].min() < -45
+    h = int(np.ceil(np.pi * b * np.log(b) / d))
+    sums = np.concatenate([[0.0], np.cumsum(g)])
+    centres = np.arange(h, x.size - h)
+    local = (sums[centres + h + 1] - sums[centres - h]) / (2 * h + 1)
+    np.testing.assert_allclose(decay.windowed_mean_score(centres[::97], d), local[::97], atol=1e-7)
+    at_q = local[int(round(q)) - h]
+    assert -15 < at_q < -10
+    smallest = centres[np.argmin(local)]
+    # with the default window: a little before the quarter period, not between q and pi b/2
+    assert 0.9 * q < smallest < q
+    # the local mean follows the continuum score away from the start
+    far = (centres >= 3000) & (centres <= 36_000)
+    continuum = [float(d * (mp.ci(v) - mp.ci(v / b)) / mp.log(b)) for v in centres[far][::500]]
+    np.testing.assert_allclose(local[far][::500], continuum, atol=3.0)
+    # the continuum trend -d Ci(x/b)/ln b is smallest at x = pi b / 2 (Ci'(u) = cos(u)/u)
+    trend = lambda v: -d * mp.ci(v / b) / mp.log(b)  # noqa: E731
+    at = mp.pi * b / 2
+    assert trend(at) < trend(at * 0.99) and trend(at) < trend(at * 1.01)
+    assert float(trend(at)) == pytest.approx(-13.119, abs=1e-3)
 
 
 # ---------------------------------------------------------------------------------- integral
@@ -433,10 +558,6 @@ def test_monte_carlo_agrees_with_exact_expectation(kind, factor):
         (lambda: decay.monte_carlo_score(1, 4, kind="correlated", rho=2), ValueError, "rho"),
         (lambda: decay.undersampled_terms(np.nan, 4), ValueError, "distance"),
         (lambda: decay.undersampled_terms(1, 5), ValueError, "d must be an even"),
-        (lambda: decay.plot_diagonal_h(d=9), ValueError, "d must be an even"),
-        (lambda: decay.plot_roformer_bound(max_distance=0), ValueError, "max_distance"),
-        (lambda: decay.plot_schedules(short_max=100, long_max=50), ValueError, "short_max"),
-        (lambda: decay.plot_ones_score(ds=()), ValueError, "ds"),
         (lambda: decay.abel_bound([1.0, 2.0], [1.0], 3), ValueError, "same length"),
         (
             lambda: decay.abel_bound([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], 3),
@@ -465,133 +586,6 @@ def test_bad_input(call, exc, match):
 # ---------------------------------------------------------------------------------- figures
 def _lines(ax):
     return [line for line in ax.get_lines() if len(line.get_xdata()) > 2]
-
-
-def test_plot_counterexamples():
-    fig = decay.plot_counterexamples(d=16, max_distance=40)
-    ax = fig.axes[0]
-    lines = _lines(ax)
-    x = np.arange(41)
-    np.testing.assert_allclose(lines[0].get_ydata(), 1.0)
-    np.testing.assert_allclose(lines[1].get_ydata(), np.cos(x), atol=1e-12)
-    np.testing.assert_allclose(lines[2].get_ydata(), [mp_ones(v, 16) / 16 for v in x], atol=1e-12)
-    assert ax.get_xlabel() and ax.get_ylabel() and fig.legends
-    plt.close(fig)
-
-
-def test_plot_ones_score_panels_and_quarter_marker():
-    fig = decay.plot_ones_score(ds=(4, 16), max_distance=500)
-    g = _lines(fig.axes[1])[0]
-    assert g.get_ydata()[321] == pytest.approx(mp_ones(321, 16), abs=1e-10)
-    assert len(fig.axes) == 4  # two panels, then their twin axes
-    slow = _lines(fig.axes[2])[0]
-    np.testing.assert_allclose(slow.get_ydata(), 2 * np.cos(np.arange(501) * 0.01), atol=1e-12)
-    # d = 4: quarter period 50 pi < 500 is marked by a vertical line
-    verticals = [ln for ln in fig.axes[0].get_lines() if len(set(ln.get_xdata())) == 1]
-    assert verticals and verticals[0].get_xdata()[0] == pytest.approx(50 * np.pi)
-    assert fig.axes[0].get_xlabel() == "relative distance $x$"
-    plt.close(fig)
-
-
-def test_plot_quarter_period():
-    fig = decay.plot_quarter_period(ds=(4, 128, 4096))
-    line = fig.axes[0].get_lines()[0]
-    np.testing.assert_allclose(
-        line.get_ydata(), np.pi / 2 * 10 ** (4 - 8 / np.array([4, 128, 4096]))
-    )
-    assert fig.axes[0].get_yscale() == "log"
-    plt.close(fig)
-
-
-def test_plot_sum_vs_integral():
-    fig = decay.plot_sum_vs_integral(d=32, max_distance=300)
-    top, bottom = fig.axes[:2]
-    s, integral = _lines(top)
-    assert s.get_ydata()[99] == pytest.approx(mp_ones(100, 32), abs=1e-10)
-    expected, _ = quad(lambda t: np.cos(100 * 1e4**-t), 0, 1, limit=500, epsabs=1e-13)
-    assert integral.get_ydata()[99] == pytest.approx(32 * expected, abs=1e-9)
-    diff, upper, lower = _lines(bottom)[:3]
-    np.testing.assert_allclose(diff.get_ydata(), s.get_ydata() - integral.get_ydata())
-    x = np.arange(1, 301)
-    nu = np.clip(16 / np.log(1e4) * np.log(x * 2 * np.log(1e4) / (32 * np.pi)), 0, 16)
-    np.testing.assert_allclose(upper.get_ydata(), np.sqrt(2 * nu), atol=1e-12)
-    np.testing.assert_allclose(lower.get_ydata(), -np.sqrt(2 * nu), atol=1e-12)
-    assert bottom.get_xscale() == "log"
-    plt.close(fig)
-
-
-def test_plot_schedules_continuum_and_discrete():
-    fig = decay.plot_schedules(schedules=("t", "t^2"), short_max=20, long_max=1000, n_points=12)
-    lin = _lines(fig.axes[0])[0]
-    xs = lin.get_xdata()
-    np.testing.assert_allclose(lin.get_ydata()[1:], np.sin(xs[1:]) / xs[1:], atol=1e-14)
-    sq = _lines(fig.axes[1])[1]
-    assert sq.get_ydata()[5] == pytest.approx(mp_power_integral(sq.get_xdata()[5], 2), abs=1e-8)
-    plt.close(fig)
-    fig = decay.plot_schedules(
-        d=16, schedules=("10000^-t",), short_max=30, long_max=300, n_points=10
-    )
-    line = _lines(fig.axes[0])[0]
-    assert line.get_ydata()[17] == pytest.approx(mp_ones(17, 16) / 16, abs=1e-12)
-    assert "d = 16" in fig.axes[1].get_title()
-    plt.close(fig)
-
-
-def test_plot_roformer_bound():
-    fig = decay.plot_roformer_bound(d=16, max_distance=40)
-    line = fig.axes[0].get_lines()[0]
-    np.testing.assert_array_equal(line.get_xdata(), np.arange(41))
-    assert line.get_ydata()[0] == pytest.approx(4.5)
-    assert line.get_ydata()[33] == pytest.approx(mp_bound(33, 16), abs=1e-12)
-    assert fig.axes[0].get_ylabel() == "relative upper bound"
-    plt.close(fig)
-
-
-def test_plot_monte_carlo():
-    fig = decay.plot_monte_carlo(d=16, max_distance=64, step=16, n_samples=200)
-    ax = fig.axes[0]
-    exact_lines = [ln for ln in _lines(ax) if ln.get_linestyle() != "None"]
-    markers = [ln for ln in _lines(ax) if ln.get_marker() == "o"]
-    assert len(exact_lines) == 3 and len(markers) == 3
-    mean, _ = decay.monte_carlo_score(np.arange(0, 65, 16), 16, n_samples=200, seed=0)
-    np.testing.assert_allclose(markers[0].get_ydata(), mean)
-    np.testing.assert_allclose(exact_lines[0].get_ydata(), 0.0)
-    np.testing.assert_allclose(
-        exact_lines[2].get_ydata(), [mp_ones(v, 16) for v in range(0, 65, 16)], atol=1e-10
-    )
-    assert len(ax.containers) == 3  # three error-bar series
-    plt.close(fig)
-
-
-def test_plot_diagonal_h():
-    fig = decay.plot_diagonal_h(d=16, max_distance=50)
-    rel, bound = _lines(fig.axes[0])[:2]
-    h = 1 - np.arange(8) / 8
-    x = np.arange(51)
-    # p_x^T H p_0 with explicit (cos, sin) encodings and H = diag(h_0, h_0, h_1, h_1, ...):
-    t = f64_theta(16)
-    p = np.stack([np.cos(np.multiply.outer(x, t)), np.sin(np.multiply.outer(x, t))], -1)
-    full = (
-        p.reshape(51, 16)
-        @ np.diag(np.repeat(h, 2))
-        @ np.ravel(np.column_stack([np.ones(8), np.zeros(8)]))
-    )
-    np.testing.assert_allclose(rel.get_ydata(), full, atol=1e-12)
-    np.testing.assert_allclose(
-        rel.get_ydata(), np.cos(np.multiply.outer(x, f64_theta(16))) @ h, atol=1e-12
-    )
-    # smooth ramp: every step, including the final drop to h_8 = 0, is 1/8
-    np.testing.assert_allclose(bound.get_ydata()[7], mp_bound(7, 16), atol=1e-12)
-    assert np.all(np.abs(rel.get_ydata()) <= bound.get_ydata() + 1e-12)
-    slow, slow_bound = _lines(fig.axes[1])[:2]
-    # h_i = 1 for i >= 6 (the slowest quarter of 8 pairs): explicit cosine sum
-    np.testing.assert_allclose(
-        slow.get_ydata(), np.cos(np.multiply.outer(x, f64_theta(16)[6:])).sum(axis=1), atol=1e-12
-    )
-    # last step |h_7 - h_8| = 1: the bound is the full sum of |S_j|
-    np.testing.assert_allclose(slow_bound.get_ydata()[7], 8 * mp_bound(7, 16), atol=1e-10)
-    assert np.all(np.abs(slow.get_ydata()) <= slow_bound.get_ydata() + 1e-12)
-    plt.close(fig)
 
 
 # ---------------------------------------------------------------------------------- review fixes
@@ -639,6 +633,7 @@ DISTANCE_CALLS = {
     "roformer_bound": lambda x: decay.roformer_bound(x, 8),
     "abel_bound": lambda x: decay.abel_bound(np.ones(8), np.ones(8), x),
     "integral_score": lambda x: decay.integral_score(x, 8),
+    "windowed_mean_score": lambda x: decay.windowed_mean_score(x, 8),
     "undersampled_terms": lambda x: decay.undersampled_terms(x, 8),
     "schedule_score": lambda x: decay.schedule_score(x, 8, "t^2"),
     "schedule_integral": lambda x: decay.schedule_integral(x, "t^2"),
@@ -731,16 +726,12 @@ def test_monte_carlo_n_samples_is_bounded_before_sampling():
 def test_monte_carlo_seed_is_checked_by_name(bad):
     with pytest.raises((ValueError, TypeError), match="seed must be an integer >= 0"):
         decay.monte_carlo_score([1], 4, n_samples=4, seed=bad)
-    with pytest.raises((ValueError, TypeError), match="seed must be an integer >= 0"):
-        decay.plot_monte_carlo(d=4, max_distance=8, n_samples=4, seed=bad)
 
 
 @pytest.mark.parametrize("bad", [1.5, -1.5, float("nan"), "0.5", True, None, [0.5]], ids=repr)
 def test_monte_carlo_rho_is_checked_by_name(bad):
     with pytest.raises((ValueError, TypeError), match=r"rho must be a .*\[-1.0, 1.0\]"):
         decay.monte_carlo_score([1], 4, kind="correlated", n_samples=4, rho=bad)
-    with pytest.raises((ValueError, TypeError), match=r"rho must be a .*\[-1.0, 1.0\]"):
-        decay.plot_monte_carlo(d=4, max_distance=8, n_samples=4, rho=bad)
 
 
 def test_monte_carlo_equivalent_seed_and_rho_forms():
@@ -785,78 +776,6 @@ def test_gap_rms_accepts_numpy_integer_windows():
 
 
 # ---------------------------------------------------------------------------------- figure args
-@pytest.mark.parametrize(
-    "plot",
-    [
-        decay.plot_counterexamples,
-        decay.plot_ones_score,
-        decay.plot_sum_vs_integral,
-        decay.plot_roformer_bound,
-        decay.plot_monte_carlo,
-        decay.plot_diagonal_h,
-    ],
-)
-def test_figure_max_distance_is_bounded_by_name(plot):
-    with pytest.raises(ValueError, match=r"max_distance must be an integer <= 4194303"):
-        plot(max_distance=10**15)
-    if plot is not decay.plot_ones_score and plot is not decay.plot_monte_carlo:
-        with pytest.raises(ValueError, match=r"max_distance \+ 1 distances x d/2.*MAX_ELEMENTS"):
-            plot(d=1 << 16, max_distance=1 << 12)
-
-
-def test_figure_arguments_are_checked_by_name():
-    cases = [
-        (lambda: decay.plot_counterexamples(base="1e4"), TypeError, "base must be a real"),
-        (
-            lambda: decay.plot_monte_carlo(d=8, max_distance=16, step=17),
-            ValueError,
-            "step must be an integer <= 16",
-        ),
-        (lambda: decay.plot_ones_score(ds=object()), TypeError, "ds must be a sequence"),
-        (lambda: decay.plot_ones_score(ds="48"), TypeError, "ds must be a sequence"),
-        (lambda: decay.plot_ones_score(ds=[4, 7]), ValueError, r"ds\[1\] must be an even"),
-        (lambda: decay.plot_ones_score(ds=[4] * 17), ValueError, "ds must hold at most 16"),
-        (lambda: decay.plot_ones_score(ds=iter(int, 1)), ValueError, "ds must hold at most 16"),
-        (lambda: decay.plot_ones_score(ds=(8,), base=1e12), ValueError, "pass max_distance"),
-        (lambda: decay.plot_quarter_period(ds=object()), TypeError, "ds must be a sequence"),
-        (
-            lambda: decay.plot_schedules(schedules=object()),
-            TypeError,
-            "schedules must be a sequence",
-        ),
-        (lambda: decay.plot_schedules(schedules="t^2"), TypeError, "schedules must be a sequence"),
-        (lambda: decay.plot_schedules(schedules=()), ValueError, "schedules must hold at least"),
-        (
-            lambda: decay.plot_schedules(schedules=["t^2", "bogus"]),
-            ValueError,
-            r"schedules\[1\] must look like",
-        ),
-        (
-            lambda: decay.plot_schedules(n_points=10**15),
-            ValueError,
-            "n_points must be an integer <= 20000",
-        ),
-        (lambda: decay.plot_schedules(short_max=[1.0]), TypeError, "short_max must be a real"),
-        (
-            lambda: decay.plot_schedules(short_max=1e7),
-            ValueError,
-            "short_max must be a finite real",
-        ),
-        (
-            lambda: decay.plot_schedules(long_max=1e300),
-            ValueError,
-            "long_max must be a finite real",
-        ),
-        (
-            lambda: decay.plot_schedules(d=1 << 16, n_points=20_000),
-            ValueError,
-            r"20 \* n_points distances .*MAX_ELEMENTS",
-        ),
-        (lambda: decay.envelope_crossover(1e4, [2.0]), TypeError, "alpha must be a real"),
-    ]
-    for call, exc, match in cases:
-        with pytest.raises(exc, match=match):
-            call()
 
 
 def test_monte_carlo_n_samples_cap_bounds_the_whole_call():

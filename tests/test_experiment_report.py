@@ -10,6 +10,7 @@ and just below it.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import statistics
@@ -202,7 +203,7 @@ def test_figure_has_a_curve_per_base_markers_labels_and_chance(full: dict, raw: 
         y = bar.lines[0].get_ydata()
         np.testing.assert_allclose(y, np.mean([r["accuracy"] for r in runs], axis=0))
     n_points = sum(len(bar.lines[0].get_xdata()) for bar in bars)
-    assert n_points <= rope_lib.plotting.MAX_FIGURE_POINTS
+    assert n_points <= importlib.import_module("rope_lib.figures.style").MAX_FIGURE_POINTS
 
 
 def test_figure_draws_chosen_bases_into_a_given_axes(full: dict) -> None:
@@ -471,3 +472,82 @@ def test_margin_horizons_of_the_stored_results_by_a_plain_scan(full: dict, raw: 
 def test_margin_horizon_limit_is_checked(full: dict) -> None:
     with pytest.raises(ValueError, match=r"\blimit must be an integer"):
         rep.margin_horizons(full, 256, 16, limit=0)
+
+
+# ------------------------------------------------------------------------------------------
+# experiment_summary (issue 22: the table chapter 9 reads had no value test)
+# ------------------------------------------------------------------------------------------
+def _plain_reach(acc: list[float], centres: np.ndarray, level: float) -> float:
+    """First fall below level, on a straight line in (log distance, accuracy)."""
+    j = next((i for i, a in enumerate(acc) if a < level), None)
+    if j is None:
+        return math.inf
+    if j == 0:
+        return 0.0
+    t = (acc[j - 1] - level) / (acc[j - 1] - acc[j])
+    return float(centres[j - 1] ** (1 - t) * centres[j] ** t)
+
+
+def _plain_learned_horizon(run: dict, d: int) -> float:
+    """First distance D >= 1 with a negative learned margin, pair by pair (half layout)."""
+    h = d // 2
+    dist = np.arange(1, 1 << 16, dtype=np.float64)
+    th = np.array([run["base"] ** (-2.0 * i / d) for i in range(h)])
+    blocks = np.array(run["target_moment_blocks"])
+    cos_w = blocks[:, 0, 0] + blocks[:, 1, 1]
+    sin_w = blocks[:, 0, 1] - blocks[:, 1, 0]
+    mu_q, mu_k = np.array(run["mu_q"]), np.array(run["mu_k"])
+    u_a, u_b, v_a, v_b = mu_q[:h], mu_q[h:], mu_k[:h], mu_k[h:]
+    ang = -np.outer(dist, th)
+    margin = np.cos(ang) @ cos_w + np.sin(ang) @ sin_w
+    margin -= np.cos(ang) @ (u_a * v_a + u_b * v_b) + np.sin(ang) @ (u_b * v_a - u_a * v_b)
+    negative = np.flatnonzero(margin < 0)
+    return float(dist[negative[0]]) if negative.size else math.inf
+
+
+def test_experiment_summary_by_hand_from_the_stored_json(full: dict, raw: dict) -> None:
+    """Every row of chapter 9's table for L = 256, d = 16, each entry recomputed here from
+    the JSON file: seed means and SEs of the first and last bin, the reach of the mean curve
+    and the smallest and largest reach of a seed (at level 0.6, not the default), the median
+    learned horizon by a plain scan, B_m's horizon by brute force, the quarter period from its
+    definition, min_base by feasibility on both sides, and the slow-pair energy fraction."""
+    level, length, d = 0.6, 256, 16
+    table = rep.experiment_summary(full, level=level)
+    assert {(r["context_length"], r["d"]) for r in table} == set(CELLS)
+    rows = [r for r in table if (r["context_length"], r["d"]) == (length, d)]
+    cell = raw_cell(raw, length, d)
+    assert [r["base"] for r in rows] == list(cell)
+    edges = np.array(next(iter(cell.values()))[0]["bin_edges"], dtype=float)
+    centres = np.sqrt(edges[:-1] * (edges[1:] - 1))
+    min_base = rows[0]["min_base"]
+    assert brute_min_margin(min_base, length, d) >= -1e-9
+    assert brute_min_margin(min_base * (1 - 1e-6), length, d) < 0
+    for row, (base, runs) in zip(rows, cell.items(), strict=True):
+        n = len(runs)
+        acc = np.array([r["accuracy"] for r in runs])
+        assert row["min_base"] == min_base
+        assert row["above_min_base"] is (base >= min_base)
+        assert row["horizon"] == brute_horizon(base, d)
+        assert row["quarter_period"] == pytest.approx(math.pi / 2 * base ** ((d - 2) / d))
+        for key, col in (("near_accuracy", 0), ("far_accuracy", -1)):
+            values = acc[:, col].tolist()
+            assert row[key] == pytest.approx(statistics.fmean(values), rel=1e-12)
+            se = statistics.stdev(values) / math.sqrt(n)
+            assert row[key + "_se"] == pytest.approx(se, rel=1e-9, abs=1e-15)
+        assert row["reach"] == pytest.approx(
+            _plain_reach(acc.mean(axis=0).tolist(), centres, level), rel=1e-12
+        )
+        per_seed = [_plain_reach(r["accuracy"], centres, level) for r in runs]
+        assert row["reach_lo"] == pytest.approx(min(per_seed), rel=1e-12)
+        assert row["reach_hi"] == pytest.approx(max(per_seed), rel=1e-12)
+        learned = [_plain_learned_horizon(r, d) for r in runs]
+        assert row["learned_horizon"] == statistics.median(learned)
+        fracs = []
+        for r in runs:
+            e2 = [e * e for e in r["pair_energy"]]
+            fracs.append(sum(e2[d // 4 :]) / sum(e2))
+        assert row["slow_energy"] == pytest.approx(statistics.fmean(fracs), rel=1e-12)
+        assert row["slow_energy_se"] == pytest.approx(statistics.stdev(fracs) / math.sqrt(n))
+    # the seeds differ: the smallest and the largest reach are not the same number
+    assert any(r["reach_lo"] < r["reach_hi"] for r in rows)
+    assert any(r["near_accuracy"] != r["far_accuracy"] for r in rows)

@@ -47,6 +47,12 @@ def test_theta_attention_is_all_you_need_values() -> None:
     np.testing.assert_allclose(theta(4, 1e4), [1.0, 1e-2], rtol=1e-15)
 
 
+def test_theta_default_base_is_ten_thousand() -> None:
+    # The book's and the papers' default b = 10^4 (Vaswani et al., RoFormer): with d = 4
+    # the second frequency is 10^4 ** (-1/2) = 10^-2, by hand.
+    np.testing.assert_allclose(theta(4), [1.0, 1e-2], rtol=1e-15)
+
+
 @pytest.mark.parametrize("d", [3, 0, -2, 1])
 def test_odd_or_small_d_rejected(d: int) -> None:
     with pytest.raises(ValueError, match="d must be an even integer >= 2"):
@@ -122,3 +128,25 @@ def test_numbers_beyond_float64_are_refused_by_name():
     assert check_seed(2**64 + 5) == 2**64 + 5  # numpy's default_rng takes any int >= 0
     with pytest.raises(ValueError, match="base"):
         theta(8, base=10**400)
+
+
+def test_angles_are_position_times_theta_by_mpmath() -> None:
+    # angles(m, d, b)[k, i] = m_k * b^(-2i/d), each computed here in 30-digit mpmath: the
+    # table every RoPE route and the sinusoidal encoding start from.  Integer and real
+    # positions, a negative one, a large one, and a base other than the default.
+    from rope_lib.frequencies import angles
+
+    mpmath.mp.dps = 30
+    positions = np.array([0.0, 1.0, -3.0, 2.5, 4096.0, 1e7])
+    for d, base in [(8, 10000.0), (6, 500.0)]:
+        expected = [
+            [
+                float(mpmath.mpf(m) * mpmath.power(base, -mpmath.mpf(2 * i) / d))
+                for i in range(d // 2)
+            ]
+            for m in positions
+        ]
+        got = angles(positions, d, base)
+        assert got.dtype == np.float64 and got.shape == (len(positions), d // 2)
+        # theta_i to about |ln theta_i| 2^-53 relative (test above), then one rounding.
+        np.testing.assert_allclose(got, expected, rtol=2.0**-52 * 32, atol=0.0)

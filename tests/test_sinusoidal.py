@@ -16,7 +16,6 @@ import pytest
 import sympy as sp
 from hypothesis import given
 from hypothesis import strategies as st
-from matplotlib.image import AxesImage
 
 from rope_lib import (
     complex_encoding,
@@ -25,8 +24,6 @@ from rope_lib import (
     diagonal_h_score,
     gram_matrix,
     orthogonal_normal_form,
-    plot_encoding,
-    plot_inner_products,
     shift_isometry,
     shift_matrix,
     sinusoidal,
@@ -225,8 +222,70 @@ def test_shift_matrix_layouts_related_by_pair_swap(k, d, base):
 
 
 def test_shift_matrix_layouts_differ():
-    # D_1 != R_1: the proposition's shift and Vaswani's shift are different matrices
-    assert np.abs(shift_matrix(1, 4) - shift_matrix(1, 4, layout="cos_sin")).max() > 1.0
+    # D_1 != R_1: the proposition's shift and Vaswani's shift are different matrices; they
+    # differ by 2 sin(theta_i) off the diagonal of block i, largest for theta_0 = 1
+    gap = np.abs(shift_matrix(1, 4) - shift_matrix(1, 4, layout="cos_sin")).max()
+    assert gap == pytest.approx(2 * math.sin(1.0), abs=1e-15)
+
+
+@given(k=real_positions, d=even_dims, base=bases)
+def test_vaswani_shift_is_the_backward_rotation(k, d, base):
+    # D_k = R_(-k): block i of Vaswani's shift is the counter-clockwise rotation by -k theta_i
+    d_k = shift_matrix(k, d, base)
+    for i, t in enumerate(ref_theta(d, base)):
+        tol = 1e-14 * (1 + abs(k))
+        np.testing.assert_allclose(
+            d_k[2 * i : 2 * i + 2, 2 * i : 2 * i + 2], block(-k * t), atol=tol
+        )
+
+
+def procrustes_shift(vectors: np.ndarray) -> tuple[np.ndarray, float]:
+    """The orthogonal U that best fits p_(m+1) = U p_m (orthogonal Procrustes, by SVD), and
+    the largest residual of the fit."""
+    before, after = vectors[:-1], vectors[1:]
+    left, _, right_t = np.linalg.svd(before.T @ after)
+    u = (left @ right_t).T
+    return u, float(np.abs(before @ u.T - after).max())
+
+
+def factor_gram(gram: np.ndarray) -> np.ndarray:
+    """Rows p_m with p_m . p_n = gram[m, n], for a positive semi-definite gram (eigenvalues
+    below 1e-12 of the largest are round-off and count as zero)."""
+    values, vectors = np.linalg.eigh(gram)
+    values[values < 1e-12 * values.max()] = 0.0
+    return vectors * np.sqrt(values)
+
+
+@pytest.mark.parametrize(
+    "g",
+    [
+        lambda x: 0.6 ** abs(x),  # full rank on the window
+        lambda x: 1.0 + math.cos(0.7 * x) + 0.25 * (-1) ** x,  # rank 4 on 6 positions
+    ],
+)
+def test_a_solution_on_a_window_is_an_orthogonal_shift(g):
+    # Chapter 3: if <p_m, p_n> = g(m - n) holds for m, n = 0..N-1 only, an orthogonal U with
+    # p_(m+1) = U p_m for m = 0..N-2 still exists (the isometry between two spans extends).
+    n_pos = 6
+    gram = np.array([[g(m - n) for n in range(n_pos)] for m in range(n_pos)])
+    u, residual = procrustes_shift(factor_gram(gram))
+    np.testing.assert_allclose(u.T @ u, np.eye(n_pos), atol=1e-12)
+    assert residual < 1e-10
+
+
+def test_a_window_without_a_toeplitz_gram_has_no_orthogonal_shift():
+    # the control: the same fit fails when the inner products are not a function of m - n
+    gram = np.array([[1.0 + m * n for n in range(6)] for m in range(6)]) + np.eye(6)
+    _, residual = procrustes_shift(factor_gram(gram))
+    assert residual > 0.1
+
+
+def test_shift_isometry_refuses_a_window_where_the_shift_is_not_unique():
+    # g(x) = 0.6^|x| on 6 positions: p_0..p_4 span 5 of the 6 dimensions of span(p_m), so an
+    # orthogonal shift exists but is not determined by the data
+    gram = np.array([[0.6 ** abs(m - n) for n in range(6)] for m in range(6)])
+    with pytest.raises(ValueError, match="supply more positions"):
+        shift_isometry(factor_gram(gram))
 
 
 # --------------------------------------------------------------------------- every solution
@@ -408,10 +467,30 @@ def test_diagonal_h_equal_pairs_kill_absolute_part():
 
 
 def test_diagonal_h_broadcasting():
+    """A column of m against a row of n gives the table of scores, each entry equal to the
+    formula written out with math.cos/math.sin (and the parts add up to it)."""
     h = [1.0, 2.0, 3.0, 4.0]
-    out = diagonal_h_score(np.arange(3), 1, h)
-    assert out.shape == (3,)
-    assert abs(out[2] - diagonal_h_score(2, 1, h)) < 1e-15
+    ms, ns = [0, 1, 2, -7], [1, -3, 250]
+    t = ref_theta(4, 100.0)
+    expected = np.array(
+        [
+            [
+                math.fsum(
+                    h[2 * i] * math.cos(m * t[i]) * math.cos(n * t[i])
+                    + h[2 * i + 1] * math.sin(m * t[i]) * math.sin(n * t[i])
+                    for i in range(2)
+                )
+                for n in ns
+            ]
+            for m in ms
+        ]
+    )
+    out = diagonal_h_score(np.array(ms)[:, None], np.array(ns)[None, :], h, base=100.0)
+    assert out.shape == (4, 3)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-13)
+    rel, absolute = diagonal_h_parts(np.array(ms)[:, None], np.array(ns)[None, :], h, base=100.0)
+    assert rel.shape == absolute.shape == (4, 3)
+    np.testing.assert_allclose(rel + absolute, expected, rtol=0, atol=1e-13)
 
 
 # --------------------------------------------------------------------------- sympy form
@@ -516,57 +595,9 @@ def test_bad_inputs_of_the_other_functions():
         symbolic_encoding(3, 4)
     with pytest.raises(ValueError, match="d must be an even integer"):
         symbolic_encoding("m", 7)
-    with pytest.raises(ValueError, match="length must be an integer >= 2"):
-        plot_inner_products(d=8, length=1)
-    with pytest.raises(ValueError, match="max_distance must be an integer >= 1"):
-        plot_inner_products(d=8, length=4, max_distance=0)
-    with pytest.raises(ValueError, match="length must be an integer >= 1"):
-        plot_encoding(length=0)
-    with pytest.raises(ValueError, match="base must be a finite real number > 1"):
-        plot_encoding(base=0.9)
 
 
 # --------------------------------------------------------------------------- figures
-
-
-def test_plot_inner_products_data():
-    import matplotlib.pyplot as plt
-
-    d, base, length = 16, 100.0, 24
-    fig = plot_inner_products(d=d, base=base, length=length, max_distance=60)
-    try:
-        ax_map, ax_curve = fig.axes[0], fig.axes[1]
-        images = [a for a in ax_map.get_children() if isinstance(a, AxesImage)]
-        assert len(images) == 1
-        data = np.asarray(images[0].get_array())
-        expected = np.array([[ref_g(m - n, d, base) for n in range(length)] for m in range(length)])
-        np.testing.assert_allclose(data, expected, atol=1e-12)
-        assert images[0].get_clim() == pytest.approx((expected.min(), d / 2), abs=1e-12)
-        line = ax_curve.get_lines()[0]
-        np.testing.assert_array_equal(line.get_xdata(), np.arange(61))
-        np.testing.assert_allclose(
-            line.get_ydata(), [ref_g(x, d, base) for x in range(61)], atol=1e-12
-        )
-        assert ax_map.get_xlabel() and ax_map.get_ylabel()
-        assert "x" in ax_curve.get_xlabel() and ax_curve.get_ylabel()
-        assert ax_curve.get_legend() is not None
-    finally:
-        plt.close(fig)
-
-
-def test_plot_encoding_data():
-    import matplotlib.pyplot as plt
-
-    fig = plot_encoding(length=30, d=10, base=10000.0)
-    try:
-        ax = fig.axes[0]
-        images = [a for a in ax.get_children() if isinstance(a, AxesImage)]
-        data = np.asarray(images[0].get_array())
-        np.testing.assert_allclose(data, ref_sinusoidal(range(30), 10, 10000.0), atol=1e-12)
-        assert "position" in ax.get_ylabel() and "dimension" in ax.get_xlabel()
-        assert ax.get_title()
-    finally:
-        plt.close(fig)
 
 
 # --------------------------------------------------------------------------- limits and forms
@@ -682,19 +713,6 @@ def test_symbolic_encoding_symbol_and_position_strings():
         symbolic_encoding("m n", 4)
 
 
-def test_figure_sizes_are_bounded_by_name():
-    with pytest.raises(ValueError, match=r"length must be an integer <= 2048.*length\*\*2 cells"):
-        plot_inner_products(d=8, length=2049)
-    with pytest.raises(ValueError, match=r"max_distance must be an integer <= 4194303"):
-        plot_inner_products(d=8, length=16, max_distance=10**15)
-    with pytest.raises(ValueError, match=r"max_distance \+ 1 positions x d.*MAX_ELEMENTS"):
-        plot_inner_products(d=1 << 16, length=16, max_distance=1 << 12)
-    with pytest.raises(ValueError, match=r"length must be an integer <= 65536.*length \* d cells"):
-        plot_encoding(length=65537, d=64)
-    with pytest.raises(ValueError, match=r"length must be an integer <= 64\b"):
-        plot_encoding(length=65, d=1 << 16)
-
-
 @pytest.mark.parametrize("atol", [1.0, 2.0, 2**63, 1e300])
 def test_shift_isometry_refuses_atol_of_one_or_more(atol):
     """Fuzz item 2: atol is relative; at atol >= 1 even the largest singular value counted as
@@ -719,3 +737,185 @@ def test_shift_isometry_refuses_vectors_whose_inner_products_overflow() -> None:
     vectors = sinusoidal(np.arange(40), 4, base=10.0) * 1e300
     with pytest.raises(ValueError, match=r"vectors are so large"):
         shift_isometry(vectors)
+
+
+# ------------------------------------------- mutation testing (issue 22): edges and limits
+
+
+def test_shift_isometry_of_one_dimensional_vectors_and_at_the_overflow_edge():
+    # D = 1: p_m = (-1)^m c is shifted by U = [[-1]] (p_(m+1) = -p_m), by hand.
+    np.testing.assert_allclose(shift_isometry([[2.0], [-2.0], [2.0]]), [[-1.0]], atol=1e-12)
+    # |p| = 1e150 with D = 1 sits exactly at sqrt(max float / D)'s stand-in 1e150 / sqrt(D):
+    # accepted (p_m constant: U = [[1]]); with D = 4 the edge is 1e150 / 2, and 1e150 is refused.
+    np.testing.assert_allclose(shift_isometry([[1e150], [1e150]]), [[1.0]], atol=1e-12)
+    with pytest.raises(
+        ValueError,
+        match=r"^vectors are so large that their inner products overflow float64: rescale "
+        r"them \(the map U does not depend on a common scale\)$",
+    ):
+        shift_isometry(np.full((2, 4), 1e150))
+
+
+def test_size_limits_of_the_score_and_the_shift_sit_at_max_elements(monkeypatch):
+    import rope_lib._validate as validate
+
+    for n, call, message in [
+        (
+            6,
+            lambda: diagonal_h_score([0, 1, 2], 0, np.ones(4)),
+            r"the table of angles \(broadcast size of m and n x len\(h\) / 2\) would have 6 "
+            r"elements, .*; pass fewer positions at a time$",
+        ),
+        (
+            9,
+            lambda: shift_isometry([[2.0], [-2.0], [2.0]]),
+            r"the Gram matrix and the map U \(N x N and D x D for vectors of shape \(N, D\)\) "
+            r"would have 9 elements, .*; pass fewer or shorter vectors$",
+        ),
+    ]:
+        monkeypatch.setattr(validate, "MAX_ELEMENTS", n)
+        call()
+        monkeypatch.setattr(validate, "MAX_ELEMENTS", n - 1)
+        with pytest.raises(ValueError, match="^" + message):
+            call()
+
+
+def test_diagonal_h_score_at_the_default_base_by_hand():
+    # sum_i h_2i cos(m t_i) cos(n t_i) + h_2i+1 sin(m t_i) sin(n t_i), t_i = 10^4^(-2i/d)
+    h, m, n = np.array([0.5, -1.0, 2.0, 0.25]), 3.0, 11.0
+    t = ref_theta(4, 10000.0)
+    expected = sum(
+        h[2 * i] * math.cos(m * t[i]) * math.cos(n * t[i])
+        + h[2 * i + 1] * math.sin(m * t[i]) * math.sin(n * t[i])
+        for i in range(2)
+    )
+    assert diagonal_h_score(m, n, h) == pytest.approx(expected, rel=1e-13)
+
+
+def test_diagonal_h_parts_at_the_default_base_by_hand():
+    # relative = sum_i (h_2i + h_2i+1)/2 cos((m - n) t_i), absolute with h_2i - h_2i+1 and m + n
+    h, m, n = np.array([0.5, -1.0, 2.0, 0.25]), 3.0, 11.0
+    t = ref_theta(4, 10000.0)
+    rel = sum(0.5 * (h[2 * i] + h[2 * i + 1]) * math.cos((m - n) * t[i]) for i in range(2))
+    ab = sum(0.5 * (h[2 * i] - h[2 * i + 1]) * math.cos((m + n) * t[i]) for i in range(2))
+    got = diagonal_h_parts(m, n, h)
+    assert got[0] == pytest.approx(rel, rel=1e-13) and got[1] == pytest.approx(ab, rel=1e-13)
+
+
+def test_h_and_u_checks_at_their_edges():
+    from rope_lib._validate import MAX_DIM
+
+    # h: a 2-D array is refused even when its first axis has an even length >= 2; the
+    # largest allowed length MAX_DIM is accepted
+    with pytest.raises(ValueError, match=r"^h must be a 1-D array of even length >= 2"):
+        diagonal_h_score(0, 1, np.ones((2, 4)))
+    assert diagonal_h_score(0, 0, np.ones(MAX_DIM)) == pytest.approx(MAX_DIM / 2)
+    # u: max |U^T U - I| equal to atol is accepted (the check is "> atol"): 1.25^2 - 1 = 0.5625
+    # exactly; a smaller atol refuses it, and the interval in the message is open at both ends
+    orthogonal_normal_form([[1.25]], atol=0.5625)
+    with pytest.raises(ValueError, match=r"^u must be orthogonal: max \|U\^T U - I\| = 0.562"):
+        orthogonal_normal_form([[1.25]], atol=0.5)
+    with pytest.raises(
+        ValueError, match=r"^atol must be a finite real number in \(0.0, inf\), got"
+    ):
+        orthogonal_normal_form([[1.0]], atol=-1.0)
+
+
+def test_shift_matrix_at_the_default_base_moves_the_encoding():
+    # D_k P_m = P_(m+k) for Vaswani's layout at b = 10^4, with P from eq. (3.5) by hand
+    D = shift_matrix(3.0, 6)
+    for m in (0.0, 5.0, 40.0):
+        np.testing.assert_allclose(
+            D @ ref_sinusoidal([m], 6, 1e4)[0], ref_sinusoidal([m + 3.0], 6, 1e4)[0], atol=1e-13
+        )
+
+
+def test_complex_encoding_size_limit_and_message(monkeypatch):
+    import rope_lib._validate as validate
+
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 12)  # 3 positions x d = 4
+    complex_encoding([0, 1, 2], 4)
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 11)
+    with pytest.raises(
+        ValueError,
+        match=r"^the encoding \(len\(positions\) x d\) would have 12 elements, .*; encode fewer "
+        r"positions at a time$",
+    ):
+        complex_encoding([0, 1, 2], 4)
+
+
+def test_gram_matrix_size_checks_count_m_by_n(monkeypatch):
+    import rope_lib._validate as validate
+
+    # 3 x 1 Gram matrix of d = 2 encodings: the largest table is the encoding, 3 x 2 = 6
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 6)
+    np.testing.assert_allclose(
+        gram_matrix([0, 1, 2], 2, n_positions=[0]),
+        ref_sinusoidal([0, 1, 2], 2, 1e4) @ [[0.0], [1.0]],
+    )
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 5)
+    with pytest.raises(
+        ValueError,
+        match=r"^the encoding \(len\(positions\) x d\) would have 6 elements, .*; encode fewer "
+        r"positions at a time$",
+    ):
+        gram_matrix([0, 1, 2], 2, n_positions=[0])
+    # 3 x 4: the Gram matrix, 12, is the largest
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 12)
+    gram_matrix([0, 1, 2], 2, n_positions=[0, 1, 2, 3])
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 11)
+    with pytest.raises(
+        ValueError,
+        match=r"^the Gram matrix \(len\(m_positions\) x len\(n_positions\)\) would have 12 "
+        r"elements, .*; pass fewer positions$",
+    ):
+        gram_matrix([0, 1, 2], 2, n_positions=[0, 1, 2, 3])
+
+
+def test_sinusoidal_size_limit_and_message(monkeypatch):
+    import rope_lib._validate as validate
+
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 12)  # 3 positions x d = 4
+    np.testing.assert_allclose(sinusoidal([0, 1, 2], 4), ref_sinusoidal([0, 1, 2], 4, 1e4))
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 11)
+    with pytest.raises(
+        ValueError,
+        match=r"^the encoding \(len\(positions\) x d\) would have 12 elements, .*; encode fewer "
+        r"positions at a time$",
+    ):
+        sinusoidal([0, 1, 2], 4)
+
+
+def test_shift_isometry_is_the_identity_off_the_span():
+    # p_m = (cos m w, sin m w, 0): U turns the (x, y) plane by w and, by its definition, is the
+    # identity on the orthogonal complement of span(p_m), here the z axis (by hand).
+    w = 0.7
+    p = np.array([[math.cos(m * w), math.sin(m * w), 0.0] for m in range(6)])
+    c, s = math.cos(w), math.sin(w)
+    expected = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    np.testing.assert_allclose(shift_isometry(p), expected, atol=1e-9)
+
+
+def test_shift_matrix_size_limit_and_message(monkeypatch):
+    import rope_lib._validate as validate
+
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 16)
+    shift_matrix(1.0, 4)
+    monkeypatch.setattr(validate, "MAX_ELEMENTS", 15)
+    with pytest.raises(
+        ValueError,
+        match=r"^the shift matrix \(d x d\) would have 16 elements, .*; use a smaller d$",
+    ):
+        shift_matrix(1.0, 4)
+
+
+def test_shift_isometry_refusals_are_scale_free():
+    with pytest.raises(ValueError, match=r"^vectors are all zero; there is no span to act on$"):
+        shift_isometry(np.zeros((2, 2)))
+    # small vectors, 1e-3 * (cos m w, sin m w), one entry moved by 1e-6 (relative 1e-3): the
+    # Gram matrix is no longer Toeplitz, by far more than atol = 1e-9 relative to its scale,
+    # so the refusal must not depend on the vectors' absolute size
+    p = 1e-3 * np.array([[math.cos(0.7 * m), math.sin(0.7 * m)] for m in range(5)])
+    p[2, 0] += 1e-6
+    with pytest.raises(ValueError, match=r"^the inner products of the rows of vectors do not"):
+        shift_isometry(p)

@@ -4,7 +4,7 @@ For each page: no console errors, no request leaving localhost, every equation
 typeset by MathJax, every image loaded, a full-page screenshot saved under
 ``_build/screenshots/``.  For each interactive figure: every slider is labelled
 and changes the figure, the keyboard moves it, and the numbers the page computes
-equal ``rope_lib.widgets.compute`` at several slider settings.
+equal ``rope_lib.figures.interactive.compute`` at several slider settings.
 
 Run after ``make book`` (``make test`` does both).
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rope_lib.widgets import MODELS, compute
+from rope_lib.figures.interactive import MODELS, compute
 
 from .sitebrowser import (
     FIGURE_STATE_JS,
@@ -94,7 +94,13 @@ def _state(driver, figure) -> dict:
     return driver.execute_script(FIGURE_STATE_JS, figure)
 
 
-FIGURE_PAGES = [p for p in PAGES if "ropefig" in (SITE / p).read_text(encoding="utf-8")]
+# The highlighted source pages (_modules/, the API reference's viewcode) show the figures'
+# code, which names "ropefig", but hold no figure.
+FIGURE_PAGES = [
+    p
+    for p in PAGES
+    if p.parts[0] != "_modules" and "ropefig" in (SITE / p).read_text(encoding="utf-8")
+]
 
 
 def test_some_pages_have_interactive_figures() -> None:
@@ -206,6 +212,50 @@ def test_page_computes_what_rope_lib_computes(site, page) -> None:
             state = _state(driver, figure)
             expected = compute(spec["model"], **state["values"])
             _compare(state, expected, f"{page} {spec['model']} at {state['values']}")
+
+
+SUBSTITUTE_ENCODINGS_JS = """
+const api = window.RopeFig, real = api.sinusoidal, n = arguments[0], d = arguments[1];
+const own = Array.from(real(n, d, 1e4));
+api.sinusoidal = (rows, dim, base) => {  // row m scaled by 1 + m/10: not relative
+  const p = real(rows, dim, base);
+  for (let m = 0; m < rows; m++) for (let j = 0; j < dim; j++) p[m * dim + j] *= 1 + m / 10;
+  return p;
+};
+try {
+  const out = api.models.sinusoidal({d: d, base: 1e4, positions: n});
+  return {own: own, z: Array.from(out.panels[0].z), row: Array.from(out.panels[1].series[0].y),
+          spread: out.spread};
+} finally {
+  api.sinusoidal = real;
+}
+"""
+
+
+def test_in_page_gram_heatmap_is_computed_from_the_encodings(site) -> None:
+    """The page's Gram heatmap is P P^T of its own encodings, not the closed form g(|m - n|).
+
+    The page's encodings equal ``rope_lib.sinusoidal``; with encodings whose inner products
+    depend on more than m - n substituted, the page's heatmap follows them (its diagonals
+    are no longer constant).  A heatmap drawn from g(|m - n|) would fail both checks.
+    """
+    import rope_lib
+
+    page = next(
+        (p for p in FIGURE_PAGES if 'data-model="sinusoidal"' in (SITE / p).read_text("utf-8")),
+        None,
+    )
+    assert page is not None, "no page carries the sinusoidal figure"
+    driver = _open(site, page)
+    n, d = 16, 16
+    got = driver.execute_script(SUBSTITUTE_ENCODINGS_JS, n, d)
+    p = rope_lib.sinusoidal(np.arange(n), d, 1e4)
+    np.testing.assert_allclose(np.reshape(got["own"], (n, d)), p, rtol=0, atol=1e-13)
+    stretched = p * (1 + np.arange(n)[:, None] / 10)
+    expected = stretched @ stretched.T
+    np.testing.assert_allclose(np.reshape(got["z"], (n, n)), expected, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(got["row"], expected[0], rtol=0, atol=1e-11)
+    assert got["spread"] > 1.0
 
 
 CONTRAST_JS = """

@@ -26,6 +26,12 @@ shows its source in cells and asks for a kernel.  Hence the workspace, which ope
 
 Usage: ``python tools/lab.py [--port PORT] [--root DIR] [--workspaces DIR]
 [-- JUPYTERLAB ARGS...]``.
+
+``python tools/lab.py --workspace-only`` writes the ``rope-book`` workspace into the
+workspaces folder of whoever runs it (JupyterLab's own default, under ``~/.jupyter`` or
+``$JUPYTER_CONFIG_DIR``) and starts nothing: ``tools/hub-user-start`` runs it at every
+JupyterHub server start, so every user of a hub gets the landing layout (see the teaching
+page).
 """
 
 from __future__ import annotations
@@ -249,8 +255,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--workspaces", type=Path, default=None, help="default: <app dir>/workspaces"
     )
+    parser.add_argument(
+        "--workspace-only",
+        action="store_true",
+        help="write the rope-book workspace into this user's workspaces folder and exit",
+    )
     parser.add_argument("extra", nargs="*", help="arguments passed on to JupyterLab")
     args = parser.parse_args(argv)
+    if args.workspace_only:
+        try:
+            from jupyterlab.labapp import LabApp
+        except ImportError:
+            print(f"make lab: JupyterLab is not installed for {sys.executable}", file=sys.stderr)
+            return 2
+        folder = Path(args.workspaces or LabApp().workspaces_dir)
+        print(f"rope-book workspace: {install_workspace(folder)}")
+        return 0
     try:
         port = parse_port(str(args.port))
         if not (args.root / LANDING).is_file():

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import plotting
+from . import style as figstyle
 from .._validate import _describe
 from ..experiments import report
 from ..experiments.predictions import EDGES, WindowEdge
@@ -34,7 +34,7 @@ __all__ = ["plot_recall_curves", "plot_predictors", "plot_window_edges", "plot_l
 
 def _axes(ax: Any, **kwargs: Any) -> tuple[Any, Any]:
     if ax is None:
-        return plotting.new_figure(**kwargs)
+        return figstyle.new_figure(**kwargs)
     from matplotlib.axes import Axes
 
     if not isinstance(ax, Axes):
@@ -67,7 +67,7 @@ def plot_recall_curves(
     span = cell[0]
     for k, base in enumerate(chosen):
         i = cur.bases.tolist().index(base)
-        style = plotting.line_style(k)
+        style = figstyle.line_style(k)
         h = cur.horizon[i]
         ax.plot(
             cur.bin_centres,
@@ -110,7 +110,7 @@ def plot_predictors(results: Any, level: float = 0.5, cells: Sequence[tuple] | N
         for r in report.reach_table(results, level)
         if r["cell"] in comparison["cells"] and math.isfinite(r["log_reach"])
     ]
-    fig, axes = plotting.new_figure(ncols=3, width=11.0, height=3.8, sharey=True)
+    fig, axes = figstyle.new_figure(ncols=3, width=11.0, height=3.8, sharey=True)
     names = {"horizon": "horizon of $B_m$", "quarter_period": "quarter period", "base": "base"}
     for ax, key in zip(axes, report.PREDICTORS, strict=True):
         for k, cell in enumerate(comparison["cells"]):
@@ -119,7 +119,7 @@ def plot_predictors(results: Any, level: float = 0.5, cells: Sequence[tuple] | N
                 continue
             x = np.log([r[key] for r in part])
             y = np.array([r["log_reach"] for r in part])
-            style = plotting.line_style(k)
+            style = figstyle.line_style(k)
             ax.plot(
                 x - x.mean(),
                 y - y.mean(),
@@ -144,7 +144,7 @@ def plot_window_edges(results: Any, edges: Sequence[WindowEdge] = EDGES):
     """Farthest-bin accuracy of the bases on both sides of each window edge: one thin line per
     seed, the mean in black; the feasible side shaded."""
     outcomes = report.edge_outcomes(results, edges)
-    fig, axes = plotting.new_figure(ncols=len(outcomes), width=5.0 * len(outcomes), height=3.8)
+    fig, axes = figstyle.new_figure(ncols=len(outcomes), width=5.0 * len(outcomes), height=3.8)
     axes = np.atleast_1d(axes)
     for ax, out in zip(axes, outcomes, strict=True):
         edge = out["edge"]
@@ -172,11 +172,11 @@ def plot_learned_form(results: Any, cell: tuple, bases: Sequence[float] | None =
     learned margin by distance (mean over seeds), its cosine part and its sine part."""
     form = report.learned_form(results, cell)
     chosen = form["bases"] if bases is None else [float(b) for b in bases]
-    fig, (left, right) = plotting.new_figure(ncols=2, width=11.0, height=3.8)
+    fig, (left, right) = figstyle.new_figure(ncols=2, width=11.0, height=3.8)
     dist = form["distances"]
     for k, base in enumerate(chosen):
         i = form["bases"].index(base)
-        style = plotting.line_style(k)
+        style = figstyle.line_style(k)
         amp = form["amplitude"][i] / form["amplitude"][i].sum(axis=1, keepdims=True)
         left.plot(
             np.arange(amp.shape[1]),

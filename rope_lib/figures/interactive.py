@@ -2,7 +2,7 @@
 
 Every chapter makes its slider figures with one call, :func:`show`::
 
-    from rope_lib.widgets import show
+    from rope_lib.figures import show
     show("ones_score", d=128, base=1e4, caption="...")
 
 One call gives two renderings of the same *model* (a map from slider values to
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import html
+import importlib
 import json
 import math
 import os
@@ -100,7 +101,7 @@ class Model:
 
 def _recall_params() -> tuple[Param, ...]:
     """Sliders over the cells of experiment 1's ``full`` sweep (chapter 9)."""
-    from .experiment import experiment_config
+    from ..experiment import experiment_config
 
     cfg = experiment_config("full")
     dims = sorted(cfg.head_dims)
@@ -123,6 +124,8 @@ def _base(value: float = 1e4, lo: float = 1.0, hi: float = 9.0) -> Param:
     return Param("base", "base b (log scale)", "log", lo, hi, 0.05, value)
 
 
+#: The slider figures by name (the ``model`` argument of :func:`show` and :func:`compute`):
+#: each :class:`Model` gives the figure's title, alt text and sliders.
 MODELS: dict[str, Model] = {
     m.name: m
     for m in (
@@ -257,11 +260,16 @@ def _fmt(value: float) -> str:
 
 
 def _compute_sinusoidal(v: dict) -> dict:
-    from .sinusoidal import sinusoidal
+    # The Gram matrix of the encodings themselves (p @ p.T), not the closed form
+    # g(m - n): constant diagonals are then computed, not assumed.  The page does the same.
+    from ..taylor import diagonal_spread
 
+    # looked up on the module at call time, so that a test can substitute other encodings
+    encode = importlib.import_module("..sinusoidal", __package__).sinusoidal
     n = v["positions"]
-    p = sinusoidal(np.arange(n), v["d"], v["base"])
+    p = encode(np.arange(n), v["d"], v["base"])
     gram = p @ p.T
+    spread = float(diagonal_spread(gram))
     # sequential colour scale from the smallest inner product up to d/2 (the diagonal)
     return {
         "panels": [
@@ -277,13 +285,15 @@ def _compute_sinusoidal(v: dict) -> dict:
                 "vmax": v["d"] / 2,
             },
             _lines(
-                "⟨p_0, p_x⟩ = Σ cos(x θ_i)",
+                "⟨p_0, p_x⟩, row m = 0",
                 "distance x",
                 "inner product",
                 [("⟨p_0, p_x⟩", np.arange(n), gram[0])],
             ),
         ],
-        "readout": f"d = {v['d']}, base = {_fmt(v['base'])}: diagonal ⟨p_m, p_m⟩ = d/2 = {v['d'] // 2}",
+        "readout": f"d = {v['d']}, base = {_fmt(v['base'])}: computed from the encodings, the "
+        f"largest range along a diagonal is {spread:.1e} (float64 round-off)",
+        "spread": spread,
     }
 
 
@@ -315,7 +325,7 @@ def _compute_rotation_2d(v: dict) -> dict:
 
 
 def _compute_ones_score(v: dict) -> dict:
-    from .decay import ones_score
+    from ..decay import ones_score
 
     x = np.arange(v["max_distance"] + 1)
     return {
@@ -332,7 +342,7 @@ def _compute_ones_score(v: dict) -> dict:
 
 
 def _compute_schedules(v: dict) -> dict:
-    from .decay import schedule_score
+    from ..decay import schedule_score
 
     x = np.arange(v["max_distance"] + 1)
     alpha = f"t^{v['alpha']!r}"
@@ -353,7 +363,7 @@ def _compute_schedules(v: dict) -> dict:
 
 
 def _compute_roformer_bound(v: dict) -> dict:
-    from .decay import roformer_bound
+    from ..decay import roformer_bound
 
     x = np.arange(v["max_distance"] + 1)
     return {
@@ -370,7 +380,7 @@ def _compute_roformer_bound(v: dict) -> dict:
 
 
 def _compute_similarity_margin(v: dict) -> dict:
-    from .base_bound import similarity_margin
+    from ..base_bound import similarity_margin
 
     m = np.arange(v["max_m"] + 1)
     b = similarity_margin(m, v["d"], v["base"])
@@ -394,8 +404,8 @@ def _compute_similarity_margin(v: dict) -> dict:
 @functools.lru_cache(maxsize=1)
 def _recall_table() -> dict[str, dict]:
     """Every curve of the recall figure, keyed ``"L|d|log10(b)"`` (JSON-ready lists)."""
-    from .experiment import experiment_results
-    from .experiment_report import recall_curves
+    from ..experiment import experiment_results
+    from ..experiment_report import recall_curves
 
     results = experiment_results("full")
     cfg = results["config"]
@@ -515,7 +525,7 @@ def render_matplotlib(data: dict, title: str | None = None):
     matplotlib.figure.Figure
         One panel per entry of ``data["panels"]``.
     """
-    from .plotting import CMAP, line_style, new_figure
+    from .style import CMAP, line_style, new_figure
 
     panels = data["panels"]
     fig, axes = new_figure(ncols=len(panels), width=4.6 * len(panels), height=3.8)
@@ -570,7 +580,7 @@ def render_matplotlib(data: dict, title: str | None = None):
 
 
 def _asset(name: str) -> str:
-    return resources.files("rope_lib").joinpath("static", name).read_text(encoding="utf-8")
+    return resources.files("rope_lib.figures").joinpath("static", name).read_text(encoding="utf-8")
 
 
 def static_html(model: str, caption: str = "", **values: Any) -> str:

@@ -1,7 +1,7 @@
 """Shared figure style for every static figure of the book.
 
 Chapters never style figures themselves: each plotting function in
-``rope_lib`` starts from :func:`new_figure` so that all figures share one
+``rope_lib.figures`` starts from :func:`new_figure` so that all figures share one
 colour-blind-safe palette (Okabe and Ito), readable font sizes, labelled axes
 and a transparent-free white background that stays readable in the theme's
 dark mode.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_import
+from .._lazy import lazy_import
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -38,8 +38,18 @@ PALETTE: tuple[str, ...] = (
     "#F0E442",  # yellow (use last: weak contrast on white)
 )
 
-#: Line styles that pair with the palette so curves differ without colour too.
-LINESTYLES: tuple[str, ...] = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1)), "-", "--")
+#: Line styles that pair with the palette so curves differ without colour too (the first six:
+#: solid, dashed, dash-dot, dotted, dash-dot-dot, long-short dashes; 6 and 7 repeat 0 and 1).
+LINESTYLES: tuple[str, ...] = (
+    "-",
+    "--",
+    "-.",
+    ":",
+    (0, (5, 1, 1, 1, 1, 1)),
+    (0, (8, 2, 3, 2)),
+    "-",
+    "--",
+)
 
 #: Sequential colour map for heatmaps (perceptually uniform, colour-blind safe).
 CMAP = "cividis"

@@ -26,6 +26,20 @@
     return out;
   }
 
+  // The sinusoidal encodings of positions 0 .. n-1 in Vaswani's layout
+  // (rope_lib.sinusoidal): row m, column 2i is sin(m theta_i), column 2i+1 is cos(m theta_i).
+  // Returned row-major, n rows of d numbers.
+  function sinusoidal(n, d, base) {
+    const th = theta(d, base), out = new Float64Array(n * d);
+    for (let m = 0; m < n; m++) {
+      for (let i = 0; i < d / 2; i++) {
+        out[m * d + 2 * i] = Math.sin(m * th[i]);
+        out[m * d + 2 * i + 1] = Math.cos(m * th[i]);
+      }
+    }
+    return out;
+  }
+
   // Schedules theta_t over t_i = i / (d/2) (rope_lib.decay, chapter on decay).
   function scheduleTheta(name, d, alpha) {
     const h = d / 2, out = new Float64Array(h);
@@ -122,21 +136,45 @@
   // Each model maps slider values to {panels, readout}; rope_lib.widgets.compute
   // returns the same structure from rope_lib's own functions.
   const MODELS = {
+    // The Gram matrix is computed from the encodings, as rope_lib.widgets does
+    // (p @ p.T), never from the closed form g(m - n): that the diagonals come out
+    // constant is then something the page computes, not something it assumes.  The
+    // encodings are read through api.sinusoidal so that a test can substitute others.
     sinusoidal(v) {
       const d = v.d, base = v.base, n = v.positions;
-      const g = cosSums(n, theta(d, base));
+      const p = api.sinusoidal(n, d, base);
       const z = new Float64Array(n * n);
-      for (let m = 0; m < n; m++) for (let k = 0; k < n; k++) z[m * n + k] = g[Math.abs(m - k)];
+      for (let m = 0; m < n; m++) {
+        for (let k = 0; k <= m; k++) {  // <p_k, p_m> sums the same products: mirror it
+          let s = 0;
+          for (let j = 0; j < d; j++) s += p[m * d + j] * p[k * d + j];
+          z[m * n + k] = s;
+          z[k * n + m] = s;
+        }
+      }
       let lo = Infinity;
-      for (let x = 0; x < n; x++) lo = Math.min(lo, g[x]);
+      for (let q = 0; q < n * n; q++) lo = Math.min(lo, z[q]);
+      // largest range (max - min) of the entries along any one diagonal m - k = const
+      let spread = 0;
+      for (let o = -(n - 1); o < n; o++) {
+        let a = Infinity, b = -Infinity;
+        for (let m = Math.max(0, o); m < Math.min(n, n + o); m++) {
+          const val = z[m * n + (m - o)];
+          if (val < a) a = val;
+          if (val > b) b = val;
+        }
+        spread = Math.max(spread, b - a);
+      }
       return {
         panels: [
           { kind: "heatmap", title: "⟨p_m, p_n⟩", xlabel: "position n", ylabel: "position m",
             z: z, nx: n, ny: n, vmin: lo, vmax: d / 2 },
-          { kind: "lines", title: "⟨p_0, p_x⟩ = Σ cos(x θ_i)", xlabel: "distance x",
-            ylabel: "inner product", series: [{ label: "⟨p_0, p_x⟩", x: range(n), y: g }], vlines: [] },
+          { kind: "lines", title: "⟨p_0, p_x⟩, row m = 0", xlabel: "distance x",
+            ylabel: "inner product", series: [{ label: "⟨p_0, p_x⟩", x: range(n), y: z.slice(0, n) }], vlines: [] },
         ],
-        readout: "d = " + d + ", base = " + fmt(base) + ": diagonal ⟨p_m, p_m⟩ = d/2 = " + d / 2,
+        readout: "d = " + d + ", base = " + fmt(base) + ": computed from the encodings, the largest range "
+          + "along a diagonal is " + spread.toExponential(1) + " (float64 round-off)",
+        spread: spread,
       };
     },
 
@@ -479,7 +517,8 @@
     document.querySelectorAll("figure.ropefig:not([data-mounted])").forEach(mount);
   }
 
-  window.RopeFig = { models: MODELS, theta: theta, cosSums: cosSums, mountAll: mountAll };
+  const api = { models: MODELS, theta: theta, sinusoidal: sinusoidal, cosSums: cosSums, mountAll: mountAll };
+  window.RopeFig = api;
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", mountAll);
   else mountAll();
 })();

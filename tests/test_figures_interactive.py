@@ -1,4 +1,4 @@
-"""rope_lib.widgets: every figure model against direct sums, and both renderings.
+"""rope_lib.figures.interactive: every figure model against direct sums, and both renderings.
 
 The in-page (JavaScript) twin of each model is compared with ``compute`` in
 ``tests/test_site.py``; here ``compute`` itself is checked against plain loops of
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import rope_lib
-from rope_lib import widgets
-from rope_lib.widgets import MODELS, compute, render_matplotlib, show, static_html
+from rope_lib.figures import interactive
+from rope_lib.figures.interactive import MODELS, compute, render_matplotlib, show, static_html
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,6 +38,36 @@ def test_sinusoidal_model_is_the_gram_matrix(d: int, base: float, n: int) -> Non
     expected = [[sum(math.cos((a - b) * t) for t in th) for b in range(n)] for a in range(n)]
     np.testing.assert_allclose(data["panels"][0]["z"], expected, atol=1e-11)
     np.testing.assert_allclose(_series(data, 1), expected[0], atol=1e-11)
+
+
+def test_sinusoidal_model_computes_the_gram_matrix_of_the_encodings(monkeypatch) -> None:
+    """The heatmap is P P^T of whatever encodings the library returns, not the closed form.
+
+    With encodings whose inner products are *not* a function of m - n substituted for
+    ``rope_lib.sinusoidal``, the model must show a matrix that is not constant along its
+    diagonals; a model drawn from g(|m - n|) would still show constant diagonals.
+    """
+    import sys
+
+    module = sys.modules["rope_lib.sinusoidal"]
+    real = module.sinusoidal
+
+    def stretched(positions, d, base=10000.0):  # row m scaled by 1 + m/10: not relative
+        p = real(positions, d, base)
+        return p * (1.0 + np.asarray(positions, float)[:, None] / 10)
+
+    monkeypatch.setattr(module, "sinusoidal", stretched)
+    data = compute("sinusoidal", d=16, base=1e4, positions=16)
+    th = _theta(16, 1e4)
+    expected = [
+        [(1 + a / 10) * (1 + b / 10) * sum(math.cos((a - b) * t) for t in th) for b in range(16)]
+        for a in range(16)
+    ]
+    np.testing.assert_allclose(data["panels"][0]["z"], expected, atol=1e-11)
+    np.testing.assert_allclose(_series(data, 1), expected[0], atol=1e-11)
+    assert data["spread"] > 1.0  # the diagonals are no longer constant, and the model says so
+    monkeypatch.undo()
+    assert compute("sinusoidal", d=16, base=1e4, positions=16)["spread"] < 1e-12
 
 
 @pytest.mark.parametrize(
@@ -177,13 +207,13 @@ def test_show_is_static_in_the_book_build_and_live_in_a_kernel(monkeypatch) -> N
 
 
 def test_every_model_has_a_javascript_twin() -> None:
-    script = widgets._asset("ropefig.js")
+    script = interactive._asset("ropefig.js")
     for name in MODELS:
         assert re.search(rf"\n    {name}\(v(, data)?\) {{", script), f"no in-page model {name!r}"
 
 
 def test_thin_curve_keeps_every_column_extreme() -> None:
-    from rope_lib.widgets import thin_curve
+    from rope_lib.figures.interactive import thin_curve
 
     rng = np.random.default_rng(7)
     x = np.arange(100_001, dtype=float)
