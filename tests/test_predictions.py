@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from rope_lib import brute_force_feasible, max_context
@@ -69,3 +70,27 @@ def test_every_predicted_setting_is_trained_by_the_full_sweep() -> None:
         for base in edge.inside + edge.outside:
             assert (edge.span, edge.tokens, edge.d, base) in trained, edge.label
     assert len(pr.EDGES) >= 2 and all(len(e.inside) >= 3 and len(e.outside) >= 3 for e in pr.EDGES)
+
+
+# ------------------------------------------------------------------ experiment 2
+
+
+def test_needle_literals_are_what_rope_lib_computes_for_the_full_sweep() -> None:
+    from rope_lib.experiments import needle_model as nm
+
+    cfg = nm.NEEDLE_CONFIGS["full"]
+    assert tuple(p.base for p in pr.NEEDLE_PREDICTIONS) == cfg.bases
+    for p in pr.NEEDLE_PREDICTIONS:
+        assert pr.needle_prediction(p.base, cfg.head_dim, cfg.bin_edges) == p
+        # independent route: the horizon is the first m with sum_i cos(m theta_i) < 0, the
+        # quarter period pi / (2 theta_slowest)
+        theta = p.base ** (-2.0 * np.arange(cfg.head_dim // 2) / cfg.head_dim)
+        m = np.arange(1, 200)
+        assert p.horizon == m[np.cos(np.outer(m, theta)).sum(axis=1) < 0][0]
+        assert p.quarter_period == round(math.pi / 2 / theta[-1])
+        assert p.far_by_horizon == (p.horizon >= cfg.bin_edges[-1])
+        assert p.far_by_quarter_period == (p.quarter_period >= cfg.bin_edges[-1])
+    discriminating = [
+        p.base for p in pr.NEEDLE_PREDICTIONS if p.far_by_horizon != p.far_by_quarter_period
+    ]
+    assert discriminating == [100.0]

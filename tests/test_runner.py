@@ -269,38 +269,23 @@ def test_runs_of_two_experiments_share_one_queue_longest_first(tmp_path: Path, l
     assert (tmp_path / "experiment_toy2_smoke.json").exists()
 
 
-def test_experiment_2_plugs_in_through_its_registry_entry(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A stand-in for rope_lib.experiments.needle_model with the agreed interface:
-    NEEDLE_CONFIGS ("full", "smoke") of dataclasses with bases and seeds, and
-    run_needle(config, base, seed) -> dict."""
-    import importlib.machinery
-    import types
-    from dataclasses import dataclass
+def test_experiment_2_runs_through_its_registry_entry(tmp_path: Path) -> None:
+    """The needle smoke sweep through the runner: one run per (base, seed), each the result of
+    run_needle with the run's parameters, the config stored whole, the cost estimate positive."""
+    from rope_lib.experiments import needle_model as nm
 
-    @dataclass(frozen=True)
-    class NeedleConfig:
-        name: str
-        bases: tuple[float, ...]
-        seeds: tuple[int, ...]
-
-    fake = types.ModuleType("rope_lib.experiments.needle_model")
-    fake.__spec__ = importlib.machinery.ModuleSpec(fake.__name__, None)
-    fake.NEEDLE_CONFIGS = {"smoke": NeedleConfig("smoke", (10.0, 1e4), (0, 1))}
-    fake.run_needle = lambda config, base, seed: {"accuracy": [base * 0 + seed]}
-    task = types.ModuleType("rope_lib.experiments.needle_task")
-    task.__spec__ = importlib.machinery.ModuleSpec(task.__name__, None)
-    monkeypatch.setitem(sys.modules, fake.__name__, fake)
-    monkeypatch.setitem(sys.modules, task.__name__, task)
-    monkeypatch.setattr(runner, "code_files", lambda modules: ())
+    cfg = nm.NEEDLE_CONFIGS["smoke"]
     assert runner.REGISTRY["needle"].available()
+    assert all(runner.needle_cost(cfg, r) > 0 for r in runner.needle_runs(cfg))
     sweeps = runner.plan([("needle", "smoke")], tmp_path, tmp_path)
     blob = runner.run_sweeps(sweeps, workers=1, progress=False)[0]
-    assert blob["runs"] == [
-        {"base": 10.0, "seed": 0, "accuracy": [0]},
-        {"base": 10.0, "seed": 1, "accuracy": [1]},
-        {"base": 1e4, "seed": 0, "accuracy": [0]},
-        {"base": 1e4, "seed": 1, "accuracy": [1]},
+    assert [(r["base"], r["seed"]) for r in blob["runs"]] == [
+        (b, s) for b in cfg.bases for s in cfg.seeds
     ]
-    assert blob["config"] == {"name": "smoke", "bases": [10.0, 1e4], "seeds": [0, 1]}
+    direct = nm.run_needle(cfg, cfg.bases[-1], cfg.seeds[0])
+    timing = {"train_seconds", "train_cpu_seconds", "eval_seconds", "wall_seconds", "cpu_seconds"}
+    stored = blob["runs"][len(cfg.seeds) * (len(cfg.bases) - 1)]
+    assert {k: v for k, v in stored.items() if k not in timing} == {
+        k: v for k, v in direct.items() if k not in timing
+    }
+    assert blob["config"] == json.loads(json.dumps(cfg.to_dict()))

@@ -153,8 +153,7 @@ def _experiment(name: str, configs: str, run: str) -> Experiment:
     )
 
 
-#: The experiments of chapter 9.  Experiment 2's modules (``needle_task``, ``needle_model``)
-#: come from another branch; until they are merged the entry is listed but not available.
+#: The experiments of chapter 9.
 REGISTRY: dict[str, Experiment] = {
     e.name: e
     for e in (
@@ -206,14 +205,29 @@ def needle_run(config: Any, run: Mapping[str, Any]) -> dict[str, Any]:
     return {**run, **run_needle(config, run["base"], run["seed"])}
 
 
-#: Estimated CPU seconds of one run of experiment 2, per configuration (to be measured by
-#: experiment 2's engineer; only the order of the queue and the progress bar use it).
-NEEDLE_SECONDS = {"smoke": 5.0, "full": 60.0}
+#: CPU seconds of experiment 2 on the 2-core build machine under load, one thread, from a
+#: pilot run of the full configuration (base 1e4, seed 0: 238 CPU-s for 6000 steps at 24
+#: tokens and 2000 at 64, batch 32; 28 s for 2 x 15,360 held-out sequences of 64 tokens): a
+#: step costs ``NEEDLE_STEP_FIXED`` plus ``NEEDLE_STEP_PER_TOKEN`` times batch x tokens, a
+#: held-out token ``NEEDLE_EVAL_PER_TOKEN``.
+NEEDLE_STEP_FIXED = 4.5e-3
+NEEDLE_STEP_PER_TOKEN = 1.9e-5
+NEEDLE_EVAL_PER_TOKEN = 1.4e-5
 
 
 def needle_cost(config: Any, run: Mapping[str, Any]) -> float:
-    """Estimated CPU seconds of one run of experiment 2."""
-    return NEEDLE_SECONDS.get(config.name, 60.0)
+    """Estimated CPU seconds of one run of experiment 2 (both training stages, evaluation)."""
+
+    def steps(n: int, length: int) -> float:
+        return n * (NEEDLE_STEP_FIXED + NEEDLE_STEP_PER_TOKEN * config.batch_size * length)
+
+    first = config.curriculum_steps
+    held_out = 2 * config.eval_per_bin * (len(config.bin_edges) - 1) * config.context_length
+    return (
+        steps(first, config.curriculum_length)
+        + steps(config.steps - first, config.context_length)
+        + NEEDLE_EVAL_PER_TOKEN * held_out
+    )
 
 
 # --------------------------------------------------------------------------------------------
