@@ -88,3 +88,29 @@ def test_predictor_panels_centre_each_cell() -> None:
         for line in ax.get_lines():
             assert abs(np.mean(line.get_xdata())) < 1e-12 and abs(np.mean(line.get_ydata())) < 1e-12
         assert len(ax.get_lines()) == 2  # one per cell
+
+
+def test_needle_controls_plot_the_report_rates() -> None:
+    from tests.test_report import _needle_blob
+
+    blob = _needle_blob(
+        {10.0: [[60, 40, 30, 20], [70, 30, 20, 10]], 100.0: [[99, 98, 97, 96], [97, 96, 95, 94]]}
+    )
+    fig = fx.plot_needle_controls(blob)
+    cur = report.needle_curves(blob)
+    assert len(fig.axes) == 2
+    for i, ax in enumerate(fig.axes):
+        lines = [line for line in ax.get_lines() if line.get_marker() == "o"]
+        assert [line.get_label() for line in lines] == [lab for _, lab, _ in fx.NEEDLE_LINES]
+        for line, (key, _, _) in zip(lines, fx.NEEDLE_LINES, strict=True):
+            np.testing.assert_allclose(line.get_ydata(), cur.mean[key][i])
+        np.testing.assert_allclose(lines[0].get_xdata(), [3.5, 6.5, 12.5, 24.5])  # bin middles
+        assert ax.get_xlabel()
+        verticals = [line for line in ax.get_lines() if line.get_marker() in (None, "None", "")]
+        marks = {line.get_linestyle(): line.get_xdata()[0] for line in verticals}
+        # horizons 5 (b = 10) and 16 (b = 100) lie inside [3, 33]; quarter periods 11.8 and 88.3
+        assert marks[":"] == cur.horizon[i]
+        assert ("-." in marks) == (cur.quarter_period[i] <= 33)
+    assert fig.axes[0].get_ylabel()
+    with pytest.raises(ValueError, match="bases"):
+        fx.plot_needle_controls(blob, bases=[7.0])

@@ -333,3 +333,84 @@ def test_edge_reference_takes_the_bases_of_nearest_horizon() -> None:
     assert math.isclose(
         ref["far_difference"][0], np.mean(np.subtract(far[1e6], far[half_decade(11)]))
     )
+
+
+# ------------------------------------------------------------------ experiment 2
+
+
+def _needle_blob(main: dict[float, list[list[int]]], total: int = 100) -> dict:
+    """Runs with chosen main counts per (base, seed, bin); the controls built from them by
+    rules stated here (absent target = 20, absent needle = 80, repeat = main)."""
+    runs = []
+    for base, per_seed in main.items():
+        for seed, counts in enumerate(per_seed):
+            nb = len(counts)
+            runs.append(
+                {
+                    "base": base,
+                    "seed": seed,
+                    "bin_edges": [3, 5, 9, 17, 33][: nb + 1],
+                    "total": [total] * nb,
+                    "main_correct": counts,
+                    "main_latest": [0] * nb,
+                    "recency_correct": [total, 50, 10, 0][:nb],
+                    "repeat_correct": counts,
+                    "repeat_other": [0] * nb,
+                    "absent_target": [20] * nb,
+                    "absent_latest": [0] * nb,
+                    "absent_needle": [80] * nb,
+                }
+            )
+    return {
+        "experiment": "needle",
+        "config": {"n_needles": 4, "head_dim": 16, "context_length": 32},
+        "runs": runs[::-1],  # order must not matter
+    }
+
+
+def test_needle_curves_rates_and_intervals_by_hand() -> None:
+    blob = _needle_blob(
+        {1e4: [[99, 98, 97, 96], [97, 96, 95, 94]], 10.0: [[60, 40, 30, 20], [70, 30, 20, 10]]}
+    )
+    c = rp.needle_curves(blob)
+    assert list(c.bases) == [10.0, 1e4] and list(c.seeds) == [0, 1]
+    assert c.rates["main_correct"][0, 1].tolist() == [0.7, 0.3, 0.2, 0.1]
+    assert c.mean["main_correct"][1].tolist() == pytest.approx([0.98, 0.97, 0.96, 0.95])
+    # bin 0 of base 1e4: seeds 0.99 and 0.97, s = 0.02 / sqrt 2, half-width t_{0.975,1} s / sqrt 2
+    assert c.high["main_correct"][1, 0] - 0.98 == pytest.approx(T1 * 0.01)
+    assert np.allclose(c.mean["absent_chance"], 0.2)
+    assert c.mean["key_gain"][0].tolist() == pytest.approx([0.45, 0.15, 0.05, -0.05])
+    assert c.binomial_se[0, 0] == pytest.approx(math.sqrt(0.6 * 0.4 / 100))  # the larger of 2
+    assert c.horizon.tolist() == [max_context(10.0, 16), max_context(1e4, 16)]
+    assert c.quarter_period[0] == pytest.approx(quarter_period(16, 10.0))
+
+
+def test_needle_outcomes_reach_far_bin_and_half_context() -> None:
+    blob = _needle_blob(
+        {
+            1e4: [[99, 98, 97, 96], [97, 96, 95, 94], [98, 97, 96, 95]],
+            10.0: [[60, 40, 30, 20], [70, 30, 20, 10], [65, 35, 25, 15]],
+        }
+    )
+    low, high = rp.needle_outcomes(blob)
+    assert low["reach_bins"] == [1, 1, 1] and high["reach_bins"] == [4, 4, 4]
+    assert low["far_retrieved"] == "no" and high["far_retrieved"] == "yes"
+    assert high["far"][0] == pytest.approx(0.95)
+    # context 32: the bins up to 16 tokens are [3,5), [5,9), [9,17)
+    assert high["min_to_half"] == pytest.approx([0.97, 0.95, 0.96])
+    assert low["far_by_horizon"] is False and low["horizon_bin"] == 1  # from NEEDLE_PREDICTIONS
+    mixed = _needle_blob({100.0: [[99, 98, 97, 60], [97, 96, 95, 30]]})
+    (row,) = rp.needle_outcomes(mixed)
+    assert row["reach_bins"] == [4, 3] and row["far_retrieved"] == "undecided"
+    assert row["far_by_quarter_period"] is True and row["far_by_horizon"] is False
+
+
+def test_needle_report_refuses_other_blobs() -> None:
+    with pytest.raises(TypeError, match="results"):
+        rp.needle_curves([1, 2])
+    with pytest.raises(ValueError, match="needle"):
+        rp.needle_curves({"experiment": "recall", "runs": [{}]})
+    blob = _needle_blob({10.0: [[1, 2, 3, 4]]})
+    del blob["runs"][0]["absent_target"]
+    with pytest.raises(ValueError, match="absent_target"):
+        rp.needle_outcomes(blob)

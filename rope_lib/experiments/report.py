@@ -58,6 +58,10 @@ __all__ = [
     "edge_outcomes",
     "distractor_effect",
     "learned_form",
+    "NEEDLE_COUNTS",
+    "NeedleCurves",
+    "needle_curves",
+    "needle_outcomes",
 ]
 
 PREDICTORS = ("horizon", "quarter_period", "base")
@@ -254,9 +258,7 @@ def recall_curves(results: Any, cell: Cell, tokens: int | None = None) -> Curves
                 raise ValueError(f"results: the runs of cell {cell} have different distance bins")
     acc = np.array([[ev["accuracy"] for ev in row] for row in evs], dtype=np.float64)
     n = np.array([[ev["n"] for ev in row] for row in evs], dtype=np.float64)
-    stats = np.array(
-        [[t_interval(acc[i, :, j]) for j in range(acc.shape[2])] for i in range(acc.shape[0])]
-    )
+    mean, low, high = _seed_stats(acc)
     bases = np.array(list(by_base), dtype=np.float64)
     config = results.get("config", {})
     return Curves(
@@ -267,9 +269,9 @@ def recall_curves(results: Any, cell: Cell, tokens: int | None = None) -> Curves
         bin_edges=edges,
         bin_centres=np.sqrt(edges[:-1] * (edges[1:] - 1.0)),
         accuracy=acc,
-        mean=stats[..., 0],
-        low=stats[..., 1],
-        high=stats[..., 2],
+        mean=mean,
+        low=low,
+        high=high,
         binomial_se=np.sqrt(acc * (1 - acc) / n).max(axis=1),
         horizon=np.array([horizon(d, b) for b in bases]),
         quarter_period=np.array([quarter_period(d, b) for b in bases]),
@@ -664,6 +666,169 @@ def _pair_blocks_of(matrix: np.ndarray, layout: str) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# experiment 2 (needle): its summaries go here, next to experiment 1's, when needle_task and
-# needle_model are merged; they share t_interval, reach and horizon above.
+# experiment 2: the needle task, its controls and the predictions
 # --------------------------------------------------------------------------------------------
+#: Per-bin counts of a run of experiment 2 (rope_lib.experiments.needle_model.evaluate_needle).
+NEEDLE_COUNTS = (
+    "main_correct",
+    "main_latest",
+    "recency_correct",
+    "repeat_correct",
+    "repeat_other",
+    "absent_target",
+    "absent_latest",
+    "absent_needle",
+)
+
+
+def _needle_runs(results: Any) -> list[Mapping]:
+    what = "results must be a results dict of experiment 2 (runner.load_results('needle', ...))"
+    if not isinstance(results, Mapping):
+        raise TypeError(f"{what}, got {_describe(results)}")
+    runs = results.get("runs")
+    if results.get("experiment") != "needle" or not isinstance(runs, Sequence) or not runs:
+        raise ValueError(f"{what}; its 'experiment' is not 'needle' or its 'runs' is empty")
+    need = ("base", "seed", "bin_edges", "total", *NEEDLE_COUNTS)
+    for run in runs:
+        if not isinstance(run, Mapping) or any(k not in run for k in need):
+            raise ValueError(f"{what}; a run lacks one of {list(need)}")
+    return list(runs)
+
+
+@dataclass(frozen=True)
+class NeedleCurves:
+    r"""Experiment 2 by base, seed and distance bin: the retrieval and its controls as rates.
+
+    Attributes
+    ----------
+    bases, seeds : numpy.ndarray
+        Increasing bases; the seeds (the same for every base).
+    bin_edges : numpy.ndarray
+        int64, bin :math:`j` is :math:`[e_j, e_{j+1})`.
+    total : numpy.ndarray
+        ``(bases, seeds, bins)`` held-out bodies per bin.
+    rates : dict of numpy.ndarray
+        ``(bases, seeds, bins)`` per count of :data:`NEEDLE_COUNTS` divided by ``total``, and
+        ``"absent_chance"`` = ``absent_needle / n_needles`` (the rate of one needle's value
+        when the absent query picks a needle without regard to which) and ``"key_gain"`` =
+        ``main_correct - absent_target`` (what the query's key adds).
+    mean, low, high : dict of numpy.ndarray
+        ``(bases, bins)`` per rate: the mean over seeds and its 95% t-interval.
+    binomial_se : numpy.ndarray
+        ``(bases, bins)``: the largest :math:`\sqrt{p(1-p)/N}` of the main accuracy over seeds.
+    horizon, quarter_period : numpy.ndarray
+        Per base, at the configuration's head dimension.
+    """
+
+    bases: np.ndarray
+    seeds: np.ndarray
+    bin_edges: np.ndarray
+    total: np.ndarray
+    rates: dict[str, np.ndarray]
+    mean: dict[str, np.ndarray]
+    low: dict[str, np.ndarray]
+    high: dict[str, np.ndarray]
+    binomial_se: np.ndarray
+    horizon: np.ndarray
+    quarter_period: np.ndarray
+
+
+def _seed_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and 95% t-interval over axis 1 of a ``(bases, seeds, bins)`` array."""
+    stats = np.array(
+        [[t_interval(x[i, :, j]) for j in range(x.shape[2])] for i in range(x.shape[0])]
+    )
+    return stats[..., 0], stats[..., 1], stats[..., 2]
+
+
+def needle_curves(results: Any) -> NeedleCurves:
+    """The rates of every base, seed and bin of experiment 2 (see :class:`NeedleCurves`)."""
+    runs = _needle_runs(results)
+    by_base: dict[float, list[Mapping]] = {}
+    for run in runs:
+        by_base.setdefault(float(run["base"]), []).append(run)
+    groups = [sorted(g, key=lambda r: int(r["seed"])) for _, g in sorted(by_base.items())]
+    seeds = [int(r["seed"]) for r in groups[0]]
+    edges = np.asarray(groups[0][0]["bin_edges"], dtype=np.int64)
+    for g in groups:
+        if [int(r["seed"]) for r in g] != seeds:
+            raise ValueError("results: the bases of experiment 2 have different seeds")
+        if any(not np.array_equal(np.asarray(r["bin_edges"]), edges) for r in g):
+            raise ValueError("results: the runs of experiment 2 have different distance bins")
+    total = np.array([[r["total"] for r in g] for g in groups], dtype=np.float64)
+    rates = {
+        k: np.array([[r[k] for r in g] for g in groups], dtype=np.float64) / total
+        for k in NEEDLE_COUNTS
+    }
+    config = results.get("config", {})
+    n_needles = int(config.get("n_needles", 4))
+    d = int(config.get("head_dim", 16))
+    rates["absent_chance"] = rates["absent_needle"] / n_needles
+    rates["key_gain"] = rates["main_correct"] - rates["absent_target"]
+    stats = {k: _seed_stats(v) for k, v in rates.items()}
+    main = rates["main_correct"]
+    bases = np.array(sorted(by_base), dtype=np.float64)
+    return NeedleCurves(
+        bases=bases,
+        seeds=np.array(seeds),
+        bin_edges=edges,
+        total=total,
+        rates=rates,
+        mean={k: v[0] for k, v in stats.items()},
+        low={k: v[1] for k, v in stats.items()},
+        high={k: v[2] for k, v in stats.items()},
+        binomial_se=np.sqrt(main * (1 - main) / total).max(axis=1),
+        horizon=np.array([horizon(d, b) for b in bases]),
+        quarter_period=np.array([quarter_period(d, b) for b in bases]),
+    )
+
+
+def needle_outcomes(results: Any, level: float = 0.5) -> list[dict[str, Any]]:
+    r"""Each base of experiment 2 read against :data:`~.predictions.NEEDLE_PREDICTIONS`.
+
+    Per base and seed, the *reach bin* is the first distance bin whose retrieval accuracy is
+    below ``level`` (the number of bins if none is).  Per base: the reach bins of the seeds;
+    the farthest bin's accuracy (mean and interval over seeds); whether the farthest bin is
+    retrieved (``"yes"`` when the interval lies above ``level``, ``"no"`` when below,
+    ``"undecided"`` otherwise); the predictions; and the least accuracy over the bins up to
+    :math:`L/2` (the issue's check that a feasible base retrieves at long distance).
+
+    Returns
+    -------
+    list of dict
+        One per base, increasing: ``base``, ``horizon``, ``quarter_period``,
+        ``reach_bins`` (per seed), ``far`` ``(mean, low, high)``, ``far_retrieved``,
+        ``far_by_horizon``, ``far_by_quarter_period``, ``horizon_bin``,
+        ``quarter_period_bin``, ``min_to_half`` (per seed: the least accuracy in the bins that
+        end at or before half the context).
+    """
+    from .predictions import NEEDLE_PREDICTIONS
+
+    level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+    c = needle_curves(results)
+    main = c.rates["main_correct"]
+    predicted = {p.base: p for p in NEEDLE_PREDICTIONS}
+    half = int(results.get("config", {}).get("context_length", 2 * c.bin_edges[-1])) // 2
+    upto = int(np.sum(c.bin_edges[1:] <= half + 1))
+    out = []
+    for i, base in enumerate(c.bases):
+        below = main[i] < level
+        reach_bins = [int(np.argmax(row)) if row.any() else len(row) for row in below]
+        far = t_interval(main[i, :, -1])
+        p = predicted.get(float(base))
+        out.append(
+            {
+                "base": float(base),
+                "horizon": float(c.horizon[i]),
+                "quarter_period": float(c.quarter_period[i]),
+                "reach_bins": reach_bins,
+                "far": far,
+                "far_retrieved": _verdict(far[1] - level, far[2] - level, "yes", "no"),
+                "far_by_horizon": None if p is None else p.far_by_horizon,
+                "far_by_quarter_period": None if p is None else p.far_by_quarter_period,
+                "horizon_bin": None if p is None else p.horizon_bin,
+                "quarter_period_bin": None if p is None else p.quarter_period_bin,
+                "min_to_half": [float(row[:upto].min()) for row in main[i]],
+            }
+        )
+    return out

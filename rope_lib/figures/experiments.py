@@ -13,7 +13,9 @@ has its own held-out set).
 * :func:`plot_window_edges`: the farthest-bin accuracy of the bases on both sides of the
   written window edges, seed by seed;
 * :func:`plot_learned_form`: per pair, the learned amplitude and phase, and the learned margin
-  by distance split into its cosine and sine parts.
+  by distance split into its cosine and sine parts;
+* :func:`plot_needle_controls`: experiment 2, one panel per base: the retrieval by distance
+  with its three controls, the horizon and the slowest pair's quarter period.
 """
 
 from __future__ import annotations
@@ -24,12 +26,18 @@ from typing import Any
 
 import numpy as np
 
-from . import style as figstyle
 from .._validate import _describe
 from ..experiments import report
 from ..experiments.predictions import EDGES, WindowEdge
+from . import style as figstyle
 
-__all__ = ["plot_recall_curves", "plot_predictors", "plot_window_edges", "plot_learned_form"]
+__all__ = [
+    "plot_recall_curves",
+    "plot_predictors",
+    "plot_window_edges",
+    "plot_learned_form",
+    "plot_needle_controls",
+]
 
 
 def _axes(ax: Any, **kwargs: Any) -> tuple[Any, Any]:
@@ -202,4 +210,54 @@ def plot_learned_form(results: Any, cell: tuple, bases: Sequence[float] | None =
     right.set_title("Learned margin and its sine part", fontsize=9)
     left.legend(fontsize=8)
     right.legend(fontsize=7)
+    return fig
+
+
+#: The rates of :func:`plot_needle_controls`: (key of NeedleCurves.rates, label, style index).
+NEEDLE_LINES = (
+    ("main_correct", "retrieval (first query)", 0),
+    ("repeat_correct", "repeat control", 1),
+    ("absent_target", "absent key: target's value", 2),
+    ("absent_chance", "absent key: one needle's share", 3),
+    ("recency_correct", "recency baseline (no model)", 4),
+)
+
+
+def plot_needle_controls(results: Any, bases: Sequence[float] | None = None):
+    """Experiment 2: per base, the retrieval accuracy by distance bin (mean over seeds, 95%
+    t-interval band) with the repeat control, the absent-key rates and the recency baseline;
+    the horizon of :math:`B_m` (dotted) and the slowest pair's quarter period (dash-dot) as
+    vertical lines where they fall inside the measured distances."""
+    cur = report.needle_curves(results)
+    chosen = cur.bases.tolist() if bases is None else [float(b) for b in bases]
+    missing = [b for b in chosen if b not in cur.bases.tolist()]
+    if missing:
+        raise ValueError(f"bases must be bases of the results {cur.bases.tolist()}, got {missing}")
+    e = cur.bin_edges
+    centres = (e[:-1] + e[1:] - 1) / 2.0
+    fig, axes = figstyle.new_figure(
+        ncols=len(chosen), width=2.6 * len(chosen) + 0.6, height=3.4, sharey=True, squeeze=False
+    )
+    for ax, base in zip(axes[0], chosen, strict=True):
+        i = cur.bases.tolist().index(base)
+        for key, label, k in NEEDLE_LINES:
+            style = figstyle.line_style(k)
+            ax.plot(centres, cur.mean[key][i], marker="o", ms=3, label=label, **style)
+            if key == "main_correct" and len(cur.seeds) > 1:
+                ax.fill_between(
+                    centres, cur.low[key][i], cur.high[key][i], color=style["color"], alpha=0.2
+                )
+        for x, ls in ((cur.horizon[i], ":"), (cur.quarter_period[i], "-.")):
+            if e[0] <= x <= e[-1]:
+                ax.axvline(x, color="0.3", linestyle=ls, lw=1.2)
+        ax.set_title(
+            f"b = {base:.4g}: horizon {cur.horizon[i]:.0f},\nquarter period "
+            f"{cur.quarter_period[i]:.0f}",
+            fontsize=9,
+        )
+        ax.set_xlim(0, e[-1])
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel(r"distance $\Delta$ (tokens)")
+    axes[0][0].set_ylabel("rate (mean over seeds)")
+    axes[0][-1].legend(loc="center right", fontsize=7)
     return fig
