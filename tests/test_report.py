@@ -399,6 +399,11 @@ def test_needle_outcomes_reach_far_bin_and_half_context() -> None:
     # context 32: the bins up to 16 tokens are [3,5), [5,9), [9,17)
     assert high["min_to_half"] == pytest.approx([0.97, 0.95, 0.96])
     assert low["far_by_horizon"] is False and low["horizon_bin"] == 1  # from NEEDLE_PREDICTIONS
+    # key gain: main minus the absent target rate 0.2, averaged over the four bins
+    assert high["key_gain"] == pytest.approx([0.775, 0.755, 0.765])
+    assert low["key_gain"] == pytest.approx([0.175, 0.125, 0.15])
+    assert high["learned"] == [True] * 3 and low["learned"] == [False] * 3
+    assert high["far_learned"] == pytest.approx([0.96, 0.94, 0.95]) and low["far_learned"] == []
     mixed = _needle_blob({100.0: [[99, 98, 97, 60], [97, 96, 95, 30]]})
     (row,) = rp.needle_outcomes(mixed)
     assert row["reach_bins"] == [4, 3] and row["far_retrieved"] == "undecided"

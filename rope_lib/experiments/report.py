@@ -62,6 +62,7 @@ __all__ = [
     "NeedleCurves",
     "needle_curves",
     "needle_outcomes",
+    "LEARNED_GAIN",
 ]
 
 PREDICTORS = ("horizon", "quarter_period", "base")
@@ -783,6 +784,12 @@ def needle_curves(results: Any) -> NeedleCurves:
     )
 
 
+#: A run of experiment 2 *learned* key retrieval when its mean key gain over the distance
+#: bins (retrieval accuracy minus the absent-key target rate) exceeds this.  Fixed after the
+#: first runs were seen: their mean gains fell near 0 or above 0.6, nothing in between.
+LEARNED_GAIN = 0.5
+
+
 def needle_outcomes(results: Any, level: float = 0.5) -> list[dict[str, Any]]:
     r"""Each base of experiment 2 read against :data:`~.predictions.NEEDLE_PREDICTIONS`.
 
@@ -800,7 +807,10 @@ def needle_outcomes(results: Any, level: float = 0.5) -> list[dict[str, Any]]:
         ``reach_bins`` (per seed), ``far`` ``(mean, low, high)``, ``far_retrieved``,
         ``far_by_horizon``, ``far_by_quarter_period``, ``horizon_bin``,
         ``quarter_period_bin``, ``min_to_half`` (per seed: the least accuracy in the bins that
-        end at or before half the context).
+        end at or before half the context), ``key_gain`` (per seed, the mean over bins of the
+        retrieval accuracy minus the absent-key target rate), ``learned`` (per seed, whether
+        that gain exceeds :data:`LEARNED_GAIN`) and ``far_learned`` (the farthest bin's
+        accuracy of the seeds that learned).
     """
     from .predictions import NEEDLE_PREDICTIONS
 
@@ -815,6 +825,8 @@ def needle_outcomes(results: Any, level: float = 0.5) -> list[dict[str, Any]]:
         below = main[i] < level
         reach_bins = [int(np.argmax(row)) if row.any() else len(row) for row in below]
         far = t_interval(main[i, :, -1])
+        gain = c.rates["key_gain"][i].mean(axis=1)
+        learned = gain > LEARNED_GAIN
         p = predicted.get(float(base))
         out.append(
             {
@@ -829,6 +841,9 @@ def needle_outcomes(results: Any, level: float = 0.5) -> list[dict[str, Any]]:
                 "horizon_bin": None if p is None else p.horizon_bin,
                 "quarter_period_bin": None if p is None else p.quarter_period_bin,
                 "min_to_half": [float(row[:upto].min()) for row in main[i]],
+                "key_gain": gain.tolist(),
+                "learned": learned.tolist(),
+                "far_learned": main[i, learned, -1].tolist(),
             }
         )
     return out
