@@ -93,20 +93,27 @@ def test_predictor_panels_centre_each_cell() -> None:
 def test_needle_controls_plot_the_report_rates() -> None:
     from tests.test_report import _needle_blob
 
+    # base 10: seed 1 learns nothing (main = the absent-key rate 0.2 everywhere)
     blob = _needle_blob(
-        {10.0: [[60, 40, 30, 20], [70, 30, 20, 10]], 100.0: [[99, 98, 97, 96], [97, 96, 95, 94]]}
+        {10.0: [[60, 70, 80, 90], [20, 20, 20, 20]], 100.0: [[99, 98, 97, 96], [97, 96, 95, 94]]}
     )
     fig = fx.plot_needle_controls(blob)
     cur = report.needle_curves(blob)
     assert len(fig.axes) == 2
     for i, ax in enumerate(fig.axes):
-        lines = [line for line in ax.get_lines() if line.get_marker() == "o"]
-        assert [line.get_label() for line in lines] == [lab for _, lab, _ in fx.NEEDLE_LINES]
-        for line, (key, _, _) in zip(lines, fx.NEEDLE_LINES, strict=True):
-            np.testing.assert_allclose(line.get_ydata(), cur.mean[key][i])
-        np.testing.assert_allclose(lines[0].get_xdata(), [3.5, 6.5, 12.5, 24.5])  # bin middles
-        assert ax.get_xlabel()
-        verticals = [line for line in ax.get_lines() if line.get_marker() in (None, "None", "")]
+        seeds = [line for line in ax.get_lines() if line.get_marker() in (None, "None", "")][:2]
+        for s, line in enumerate(seeds):
+            np.testing.assert_allclose(line.get_ydata(), cur.rates["main_correct"][i, s])
+        np.testing.assert_allclose(seeds[0].get_xdata(), [3.5, 6.5, 12.5, 24.5])  # bin middles
+        learned = [i == 1 or s == 0 for s in range(2)]
+        assert [line.get_linestyle() == "-" for line in seeds] == learned
+        controls = [line for line in ax.get_lines() if line.get_marker() == "o"]
+        assert [line.get_label() for line in controls] == [lab for _, lab, _ in fx.NEEDLE_LINES]
+        for line, (key, _, _) in zip(controls, fx.NEEDLE_LINES, strict=True):
+            rates = cur.rates[key][i][np.array(learned)]  # averaged over the seeds that learned
+            np.testing.assert_allclose(line.get_ydata(), rates.mean(axis=0))
+        assert ax.get_xlabel() and ("1 of 2 learned" in ax.get_title()) == (i == 0)
+        verticals = [line for line in ax.get_lines() if line.get_marker() in (None, "None", "")][2:]
         marks = {line.get_linestyle(): line.get_xdata()[0] for line in verticals}
         # horizons 5 (b = 10) and 16 (b = 100) lie inside [3, 33]; quarter periods 11.8 and 88.3
         assert marks[":"] == cur.horizon[i]

@@ -255,6 +255,50 @@ def test_predictor_comparison_finds_a_reach_proportional_to_the_horizon() -> Non
             assert math.isclose(
                 out[name]["sd"][s], demeaned_sd(y, x, g), rel_tol=1e-9, abs_tol=1e-12
             )
+            assert len(out[name]["slope"][s]) == 1  # one common slope
+
+
+def test_predictor_comparison_per_d_slopes_context_intercepts_and_common_rows() -> None:
+    """Reach = horizon^0.5 at d = 16 and base^0.8 at d = 32 (different slopes per head
+    dimension); one row has an infinite reach in one seed and must leave every seed's fit."""
+    bases = [30.0, 100.0, 300.0, 1000.0, 3000.0]
+    runs = []
+    for s in range(3):
+        for b in bases:
+            runs.append(fake_run(1024, 16, b, s, max_context(b, 16) ** 0.5 * (1 + 0.01 * s)))
+            runs.append(fake_run(1024, 32, b, s, b**0.8 * (1 + 0.01 * s)))
+    lost = next(r for r in runs if r["seed"] == 1 and r["d"] == 16 and r["base"] == 3000.0)
+    lost["evaluations"][0]["accuracy"] = [0.9] * 10  # never below 1/2: infinite reach
+    out = rp.predictor_comparison(fake_blob(runs), slopes="per_d")
+    assert out["rows"] == [9] * 3  # the row lost in seed 1 is left out of every seed
+    for s in range(3):
+        rows = [r for r in runs if r["seed"] == s and not (r["d"] == 16 and r["base"] == 3000.0)]
+        y = np.log([plain_reach(centres(EDGES), r["evaluations"][0]["accuracy"]) for r in rows])
+        for name, fn in (
+            ("horizon", lambda r: max_context(r["base"], r["d"])),
+            ("base", lambda r: r["base"]),
+        ):
+            x = np.log([fn(r) for r in rows])
+            # one regression per head dimension (one cell each), pooled residuals
+            rss, slopes = 0.0, []
+            for d in (16, 32):
+                m = np.array([r["d"] == d for r in rows])
+                xd, yd = x[m] - x[m].mean(), y[m] - y[m].mean()
+                slopes.append((xd @ yd) / (xd @ xd))
+                rss += float(((yd - slopes[-1] * xd) ** 2).sum())
+            sd = math.sqrt(rss / (len(y) - 4))
+            assert math.isclose(out[name]["sd"][s], sd, rel_tol=1e-9, abs_tol=1e-12)
+            assert out[name]["slope"][s] == pytest.approx(slopes)
+    # the two laws are exact in their own predictor within their own head dimension
+    assert out["horizon"]["slope"][0][0] == pytest.approx(0.5, abs=0.02)
+    assert out["base"]["slope"][0][1] == pytest.approx(0.8, abs=0.02)
+    # one intercept per context: the two cells share it, so the fit has 2 slopes + 1 intercept
+    ctx = rp.predictor_comparison(fake_blob(runs), slopes="per_d", intercepts="context")
+    assert ctx["horizon"]["sd"][0] >= out["horizon"]["sd"][0] * (9 - 4) ** 0.5 / (9 - 3) ** 0.5
+    with pytest.raises(ValueError, match="slopes"):
+        rp.predictor_comparison(fake_blob(runs), slopes="each")
+    with pytest.raises(ValueError, match="intercepts"):
+        rp.predictor_comparison(fake_blob(runs), intercepts="base")
 
 
 # ------------------------------------------------------------------------------------------

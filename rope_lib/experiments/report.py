@@ -328,19 +328,27 @@ def _predictor(row: Mapping, name: str) -> float:
     }[name]
 
 
-def _residual_sd(y: np.ndarray, x: np.ndarray, groups: np.ndarray) -> tuple[float, float]:
-    """Least squares ``y ~ intercept per group + slope x``: (residual SD, slope).
+def _residual_sd(
+    y: np.ndarray, x: np.ndarray, groups: np.ndarray, slope_groups: np.ndarray | None = None
+) -> tuple[float, list[float]]:
+    """Least squares ``y ~ intercept per group + slope per slope group * x``: (residual SD,
+    slopes in the order of the sorted slope groups).
 
-    The residual SD is :math:`\\sqrt{\\text{RSS}/(n - g - 1)}` with :math:`g` groups.
+    The residual SD is :math:`\\sqrt{\\text{RSS}/(n - g - k)}` with :math:`g` intercepts and
+    :math:`k` slopes.
     """
-    labels = np.unique(groups)
-    design = np.column_stack([(groups == g).astype(float) for g in labels] + [x])
+    slope_groups = np.zeros(len(y)) if slope_groups is None else np.asarray(slope_groups)
+    labels, slope_labels = np.unique(groups), np.unique(slope_groups)
+    design = np.column_stack(
+        [(groups == g).astype(float) for g in labels]
+        + [np.where(slope_groups == k, x, 0.0) for k in slope_labels]
+    )
     coef, *_ = np.linalg.lstsq(design, y, rcond=None)
     resid = y - design @ coef
-    dof = len(y) - len(labels) - 1
+    dof = len(y) - len(labels) - len(slope_labels)
     if dof < 1:
-        raise ValueError("too few rows for a slope and one intercept per cell")
-    return float(math.sqrt(resid @ resid / dof)), float(coef[-1])
+        raise ValueError("too few rows for the slopes and intercepts of this fit")
+    return float(math.sqrt(resid @ resid / dof)), [float(c) for c in coef[len(labels) :]]
 
 
 def predictor_comparison(
@@ -348,15 +356,25 @@ def predictor_comparison(
     cells: Iterable[Cell] | None = None,
     level: float = 0.5,
     bases: Iterable[float] | None = None,
+    slopes: str = "common",
+    intercepts: str = "cell",
 ) -> dict[str, Any]:
     r"""How well each predictor explains the reach: per seed, one fit per predictor.
 
-    For each seed separately, over the rows (cell, base) whose reach is finite and positive,
-    least squares of :math:`\ln r` on :math:`\ln P` (:math:`P` the horizon, the quarter
-    period or the base) with one intercept per cell and one common slope; the residual
-    standard deviation :math:`\sqrt{\text{RSS}/(n - g - 1)}` (:math:`g` cells).  Each seed is
-    a replicate of the whole sweep, so the per-seed values give a t-interval, and so do the
-    paired differences between predictors (same seed, same rows).
+    The rows are the (cell, base) whose reach is finite and positive in *every* seed, so each
+    seed fits the same rows.  For each seed separately, least squares of :math:`\ln r` on
+    :math:`\ln P` (:math:`P` the horizon, the quarter period or the base) with one intercept
+    per group of rows and one slope per slope group; the residual standard deviation
+    :math:`\sqrt{\text{RSS}/(n - g - k)}` (:math:`g` intercepts, :math:`k` slopes).  Each
+    seed is a replicate of the whole sweep, so the per-seed values give a t-interval, and so
+    do the paired differences between predictors (same seed, same rows).
+
+    With one intercept per cell the fit asks only how the reach varies with the base *within*
+    cells; there :math:`\ln` of the quarter period is a linear function of :math:`\ln b`, so
+    the quarter period and the base differ only through a shared slope.  ``slopes="per_d"``
+    gives each head dimension its own slope; ``intercepts="context"`` (one intercept per span,
+    token count and training distances, shared by the head dimensions) makes the fit compare
+    head dimensions too.
 
     Parameters
     ----------
@@ -368,42 +386,60 @@ def predictor_comparison(
         The reach level.
     bases : iterable of float, optional
         Only these bases (default: all of the cells' bases).
+    slopes : {"common", "per_d"}
+        One slope for all rows, or one per head dimension.
+    intercepts : {"cell", "context"}
+        One intercept per cell, or per (span, tokens, distances).
 
     Returns
     -------
     dict
-        ``cells``, ``rows`` (per seed, how many rows entered), and per predictor ``sd`` (per
-        seed), ``sd_mean``, ``sd_low``, ``sd_high``, ``slope`` (per seed); and
-        ``difference``: per other predictor, the paired difference of its residual SD minus
-        the horizon's, ``(mean, low, high)``.
+        ``cells``, ``rows`` (how many rows entered each seed's fit), and per predictor ``sd``
+        (per seed), ``sd_mean``, ``sd_low``, ``sd_high``, ``slope`` (per seed, the list of
+        slopes); and ``difference``: per other predictor, the paired difference of its
+        residual SD minus the horizon's, ``(mean, low, high)``.
     """
+    from .._validate import check_choice
+
+    slopes = check_choice(slopes, "slopes", ("common", "per_d"))
+    intercepts = check_choice(intercepts, "intercepts", ("cell", "context"))
     chosen = (
         [c for c in recall_cells(results) if c[3] == "log_uniform"]
         if cells is None
         else [tuple(c) for c in cells]
     )
     keep = None if bases is None else {float(b) for b in bases}
-    rows = [
+    used = [
         r
         for r in reach_table(results, level)
-        if r["cell"] in chosen and (keep is None or r["base"] in keep)
+        if r["cell"] in chosen
+        and (keep is None or r["base"] in keep)
+        and all(0 < x < math.inf for x in r["reach"])
+        and math.isfinite(r["horizon"])
     ]
-    n_seeds = len(rows[0]["reach"])
-    out: dict[str, Any] = {"cells": chosen, "rows": [], "difference": {}}
-    sds = {p: [] for p in PREDICTORS}
-    slopes = {p: [] for p in PREDICTORS}
+    if not used:
+        raise ValueError("no row has a finite reach in every seed")
+    n_seeds = len(used[0]["reach"])
+
+    def group(cell: Cell) -> tuple:
+        return cell if intercepts == "cell" else (cell[0], cell[1], cell[3])
+
+    labels = sorted({group(r["cell"]) for r in used})
+    groups = np.array([labels.index(group(r["cell"])) for r in used])
+    slope_groups = np.array([r["cell"][2] if slopes == "per_d" else 0 for r in used])
+    out: dict[str, Any] = {"cells": chosen, "rows": [len(used)] * n_seeds, "difference": {}}
+    sds: dict[str, list[float]] = {p: [] for p in PREDICTORS}
+    fitted: dict[str, list[list[float]]] = {p: [] for p in PREDICTORS}
     for s in range(n_seeds):
-        used = [r for r in rows if 0 < r["reach"][s] < math.inf and math.isfinite(r["horizon"])]
         y = np.log([r["reach"][s] for r in used])
-        groups = np.array([chosen.index(r["cell"]) for r in used])
-        out["rows"].append(len(used))
         for p in PREDICTORS:
-            sd, slope = _residual_sd(y, np.log([_predictor(r, p) for r in used]), groups)
+            x = np.log([_predictor(r, p) for r in used])
+            sd, slope = _residual_sd(y, x, groups, slope_groups)
             sds[p].append(sd)
-            slopes[p].append(slope)
+            fitted[p].append(slope)
     for p in PREDICTORS:
         mean, low, high = t_interval(sds[p])
-        out[p] = {"sd": sds[p], "sd_mean": mean, "sd_low": low, "sd_high": high, "slope": slopes[p]}
+        out[p] = {"sd": sds[p], "sd_mean": mean, "sd_low": low, "sd_high": high, "slope": fitted[p]}
     for p in PREDICTORS[1:]:
         out["difference"][p] = t_interval(np.subtract(sds[p], sds["horizon"]))
     return out

@@ -213,9 +213,8 @@ def plot_learned_form(results: Any, cell: tuple, bases: Sequence[float] | None =
     return fig
 
 
-#: The rates of :func:`plot_needle_controls`: (key of NeedleCurves.rates, label, style index).
+#: The controls of :func:`plot_needle_controls`: (key of NeedleCurves.rates, label, style index).
 NEEDLE_LINES = (
-    ("main_correct", "retrieval (first query)", 0),
     ("repeat_correct", "repeat control", 1),
     ("absent_target", "absent key: target's value", 2),
     ("absent_chance", "absent key: one needle's share", 3),
@@ -224,11 +223,14 @@ NEEDLE_LINES = (
 
 
 def plot_needle_controls(results: Any, bases: Sequence[float] | None = None):
-    """Experiment 2: per base, the retrieval accuracy by distance bin (mean over seeds, 95%
-    t-interval band) with the repeat control, the absent-key rates and the recency baseline;
-    the horizon of :math:`B_m` (dotted) and the slowest pair's quarter period (dash-dot) as
-    vertical lines where they fall inside the measured distances."""
+    """Experiment 2: per base, the retrieval accuracy by distance bin of every seed (one thin
+    line each; dotted grey for the seeds that did not learn, :data:`report.LEARNED_GAIN`),
+    and the controls averaged over the seeds that learned: the repeat query, the absent-key
+    rates and the recency baseline; the horizon of :math:`B_m` (dotted) and the slowest
+    pair's quarter period (dash-dot) as vertical lines where they fall inside the measured
+    distances."""
     cur = report.needle_curves(results)
+    learned = {o["base"]: np.array(o["learned"]) for o in report.needle_outcomes(results)}
     chosen = cur.bases.tolist() if bases is None else [float(b) for b in bases]
     missing = [b for b in chosen if b not in cur.bases.tolist()]
     if missing:
@@ -236,28 +238,46 @@ def plot_needle_controls(results: Any, bases: Sequence[float] | None = None):
     e = cur.bin_edges
     centres = (e[:-1] + e[1:] - 1) / 2.0
     fig, axes = figstyle.new_figure(
-        ncols=len(chosen), width=2.6 * len(chosen) + 0.6, height=3.4, sharey=True, squeeze=False
+        ncols=len(chosen), width=2.6 * len(chosen) + 0.6, height=3.6, sharey=True, squeeze=False
     )
+    main_style = figstyle.line_style(0)
     for ax, base in zip(axes[0], chosen, strict=True):
         i = cur.bases.tolist().index(base)
+        ok = learned[base]
+        for s, row in enumerate(cur.rates["main_correct"][i]):
+            first = s == int(np.argmax(ok)) if ok[s] else s == int(np.argmin(ok))
+            ax.plot(
+                centres,
+                row,
+                color=main_style["color"] if ok[s] else "0.55",
+                linestyle="-" if ok[s] else ":",
+                lw=1.4,
+                label=(
+                    (
+                        "retrieval, one line per seed"
+                        if ok[s]
+                        else "retrieval, seeds that did not learn"
+                    )
+                    if first
+                    else None
+                ),
+            )
         for key, label, k in NEEDLE_LINES:
-            style = figstyle.line_style(k)
-            ax.plot(centres, cur.mean[key][i], marker="o", ms=3, label=label, **style)
-            if key == "main_correct" and len(cur.seeds) > 1:
-                ax.fill_between(
-                    centres, cur.low[key][i], cur.high[key][i], color=style["color"], alpha=0.2
-                )
+            rates = cur.rates[key][i][ok] if ok.any() else cur.rates[key][i]
+            ax.plot(
+                centres, rates.mean(axis=0), marker="o", ms=3, label=label, **figstyle.line_style(k)
+            )
         for x, ls in ((cur.horizon[i], ":"), (cur.quarter_period[i], "-.")):
             if e[0] <= x <= e[-1]:
                 ax.axvline(x, color="0.3", linestyle=ls, lw=1.2)
         ax.set_title(
             f"b = {base:.4g}: horizon {cur.horizon[i]:.0f},\nquarter period "
-            f"{cur.quarter_period[i]:.0f}",
+            f"{cur.quarter_period[i]:.0f}; {int(ok.sum())} of {len(ok)} learned",
             fontsize=9,
         )
         ax.set_xlim(0, e[-1])
         ax.set_ylim(0, 1.02)
         ax.set_xlabel(r"distance $\Delta$ (tokens)")
-    axes[0][0].set_ylabel("rate (mean over seeds)")
+    axes[0][0].set_ylabel("rate")
     axes[0][-1].legend(loc="center right", fontsize=7)
     return fig
