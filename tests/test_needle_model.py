@@ -215,3 +215,41 @@ def test_the_curriculum_trains_its_first_steps_at_the_shorter_length(monkeypatch
     k = SMOKE.curriculum_steps
     assert 0 < k < SMOKE.steps and SMOKE.curriculum_length < SMOKE.context_length
     assert lengths == [SMOKE.curriculum_length] * k + [SMOKE.context_length] * (SMOKE.steps - k)
+
+
+# ------------------------------------------------------------------ translation and primacy
+
+
+def test_the_translation_control_passes_a_relative_rule_and_catches_an_absolute_one() -> None:
+    """Key matching reads no position: moving the sequence leaves it right.  The recency rule
+    of _Rule reads the body by absolute index (positions below body_length), so once the
+    sequence moves by SMOKE.shift it looks at the wrong tokens somewhere."""
+    assert SMOKE.shift > 0
+    match = nm.evaluate_needle(_Rule(SMOKE.task, "match"), SMOKE, 0)
+    assert match["shifted_correct"] == match["main_correct"] == match["total"]
+    latest = nm.evaluate_needle(_Rule(SMOKE.task, "latest"), SMOKE, 0)
+    assert latest["main_correct"] == latest["recency_correct"]
+    assert latest["shifted_correct"] != latest["main_correct"]
+    unshifted = nm.evaluate_needle(
+        _Rule(SMOKE.task, "match"), dataclasses.replace(SMOKE, shift=0), 0
+    )
+    assert "shifted_correct" not in unshifted
+    same = {k: v for k, v in match.items() if k not in TIMING | {"shifted_correct"}}
+    assert {k: v for k, v in unshifted.items() if k not in TIMING} == same  # same held-out set
+
+
+def test_primacy_counts_match_the_needle_positions() -> None:
+    r = nm.evaluate_needle(_Rule(SMOKE.task, "match"), SMOKE, 0)
+    rng = np.random.default_rng([0, nm._EVAL_STREAM])
+    edges = np.asarray(SMOKE.bin_edges)
+    dist = np.concatenate(
+        [
+            rng.integers(lo, hi, size=SMOKE.eval_per_bin)
+            for lo, hi in zip(edges[:-1], edges[1:], strict=True)
+        ]
+    )
+    batch = nt.sample_evaluation(SMOKE.task, rng, dist)
+    earliest = batch["needle_pos"].min(axis=1) == batch["needle_pos"][:, 0]
+    bins = nt.bin_index(dist, edges)
+    assert r["primacy_correct"] == [int(earliest[bins == j].sum()) for j in range(len(edges) - 1)]
+    assert r["primacy_correct"][0] < r["total"][0]  # near the query another needle comes first

@@ -295,3 +295,10 @@ def test_bad_arguments_are_refused_by_name() -> None:
         nt.entropy_rate([[0.5, 0.6], [0.5, 0.5]])
     with pytest.raises(ValueError, match="query"):
         nt.elimination_candidates(_eval(TASK, 2), TASK.n_queries)
+
+
+def test_primacy_baseline_reads_the_earliest_needle() -> None:
+    batch = {"needle_pos": np.array([[1, 5, 9], [5, 1, 9], [9, 5, 1]])}
+    assert nt.primacy_baseline(batch).tolist() == [True, False, False]
+    with pytest.raises(TypeError, match="batch"):
+        nt.primacy_baseline([1, 2])

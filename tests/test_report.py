@@ -426,6 +426,10 @@ def test_needle_curves_rates_and_intervals_by_hand() -> None:
     assert c.mean["key_gain"][0].tolist() == pytest.approx([0.45, 0.15, 0.05, -0.05])
     assert c.binomial_se[0, 0] == pytest.approx(math.sqrt(0.6 * 0.4 / 100))  # the larger of 2
     assert c.horizon.tolist() == [max_context(10.0, 16), max_context(1e4, 16)]
+    assert "shifted_correct" not in c.rates  # not in these runs
+    for run in blob["runs"]:
+        run["shifted_correct"] = [50] * 4
+    assert np.allclose(rp.needle_curves(blob).rates["shifted_correct"], 0.5)
     assert c.quarter_period[0] == pytest.approx(quarter_period(16, 10.0))
 
 

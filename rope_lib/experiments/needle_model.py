@@ -51,7 +51,15 @@ model's next-token distribution over the whole vocabulary.  Counted per bin:
 ``absent_target``, ``absent_latest``, ``absent_needle``
     the absent-key query is answered with the target's value, with the latest needle's value,
     with any needle's value (so ``absent_needle / n_needles`` is the rate of a needle picked
-    without regard to position).
+    without regard to position);
+``primacy_correct``
+    the earliest needle's value *is* the target's (the primacy baseline: no model; at the
+    largest distances the target is the earliest needle);
+``shifted_correct`` (when ``shift > 0``)
+    the main query answered with the target's value when the same sequence is read with
+    ``shift`` filler tokens in front: every distance the same, every position moved.  A model
+    whose match depends on relative distance only is unaffected; one that uses absolute
+    positions may fail (the translation control).
 """
 
 from __future__ import annotations
@@ -90,6 +98,7 @@ _MAX_BATCH_TOKENS = 1 << 20
 #: Random streams derived from a run's seed.
 _TRAIN_STREAM, _EVAL_STREAM = 1, 2
 _EVAL_CHUNK = 256
+_MAX_SHIFT = 1024
 
 
 @dataclass(frozen=True)
@@ -128,7 +137,11 @@ class NeedleConfig:
     bin_edges : tuple of int
         Distance bins :math:`[e_j, e_{j+1})` of the evaluation.
     eval_per_bin : int
-        Held-out bodies per bin (each read with the main query and the three controls).
+        Held-out bodies per bin (each read with the main query and the controls).
+    shift : int
+        The translation control: the main sequence is also read with ``shift`` filler tokens
+        (from the chain) in front, so every distance stays the same and every position moves
+        by ``shift`` (0: no translation control).
     bases : tuple of float
         RoPE bases of the sweep (> 1).
     seeds : tuple of int
@@ -163,6 +176,7 @@ class NeedleConfig:
     curriculum_length: int = 24
     train_distances: str = "uniform"
     eval_per_bin: int = 2560
+    shift: int = 8
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -194,6 +208,7 @@ class NeedleConfig:
                 self.train_distances, "train_distances", ("uniform", "log-uniform")
             ),
             "eval_per_bin": check_positive_int(self.eval_per_bin, "eval_per_bin", maximum=1 << 16),
+            "shift": check_positive_int(self.shift, "shift", minimum=0, maximum=_MAX_SHIFT),
         }
         if v["head_dim"] > 1024:
             raise ValueError(f"head_dim must be at most 1024, got {v['head_dim']}")
@@ -453,7 +468,11 @@ def evaluate_needle(model: Any, config: Any, seed: int) -> dict[str, Any]:
     batch = nt.sample_evaluation(task, rng, dist)
     n = len(dist)
     t = task.query_position
-    answers = {"main": [], "repeat": [], "absent": []}
+    if cfg.shift:  # drawn after the evaluation set, which is therefore the same for any shift
+        cum = np.cumsum(nt.filler_chain(cfg.n_filler, cfg.filler_sharpness), axis=1)
+        prefix = nt._filler(cum, rng, n, cfg.shift, cfg.filler_lag)
+        shifted_ids = np.concatenate([prefix, batch["input_ids"]], axis=1)
+    answers: dict[str, list] = {"main": [], "repeat": [], "absent": [], "shifted": []}
     filler_sum, filler_count = 0.0, 0
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -474,6 +493,9 @@ def evaluate_needle(model: Any, config: Any, seed: int) -> dict[str, Any]:
                 filler_count += int(mask.sum())
                 absent = model(input_ids=torch.from_numpy(batch["absent_ids"][sl])).logits
                 answers["absent"].append(absent[:, t].argmax(dim=1).numpy())
+                if cfg.shift:
+                    moved = model(input_ids=torch.from_numpy(shifted_ids[sl])).logits
+                    answers["shifted"].append(moved[:, t + cfg.shift].argmax(dim=1).numpy())
     finally:
         torch.set_num_threads(threads)
     main, repeat, absent = (np.concatenate(answers[k]) for k in ("main", "repeat", "absent"))
@@ -484,12 +506,15 @@ def evaluate_needle(model: Any, config: Any, seed: int) -> dict[str, Any]:
         "main_correct": main == target,
         "main_latest": main == latest,
         "recency_correct": nt.recency_baseline(batch),
+        "primacy_correct": nt.primacy_baseline(batch),
         "repeat_correct": repeat == target,
         "repeat_other": is_needle(repeat) & (repeat != target),
         "absent_target": absent == target,
         "absent_latest": absent == latest,
         "absent_needle": is_needle(absent),
     }
+    if cfg.shift:
+        counts["shifted_correct"] = np.concatenate(answers["shifted"]) == target
     bins = nt.bin_index(dist, edges)
     nb = len(edges) - 1
     out: dict[str, Any] = {

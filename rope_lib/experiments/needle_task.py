@@ -90,6 +90,7 @@ __all__ = [
     "bin_index",
     "recency_probability",
     "recency_baseline",
+    "primacy_baseline",
     "elimination_candidates",
 ]
 
@@ -596,6 +597,17 @@ def recency_baseline(batch: dict[str, np.ndarray]) -> np.ndarray:
         raise TypeError(f"batch must be a dict from sample_evaluation, got {_describe(batch)}")
     latest = np.argmax(batch["needle_pos"], axis=1)
     return latest == 0
+
+
+def primacy_baseline(batch: dict[str, np.ndarray]) -> np.ndarray:
+    """Per sequence, whether "answer with the earliest needle's value" is right (bool (n,)).
+
+    At the largest distances the target is the earliest needle, so this rule, which reads no
+    key, is right there as often as recency is right at the smallest.
+    """
+    if not isinstance(batch, dict) or "needle_pos" not in batch:
+        raise TypeError(f"batch must be a dict from sample_evaluation, got {_describe(batch)}")
+    return np.argmin(batch["needle_pos"], axis=1) == 0
 
 
 def elimination_candidates(batch: dict[str, np.ndarray], query: int = 0) -> np.ndarray:

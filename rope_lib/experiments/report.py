@@ -718,6 +718,11 @@ NEEDLE_COUNTS = (
 )
 
 
+#: Counts that runs of experiment 2 may carry (the primacy baseline and the translation
+#: control, added after the first sweep): read when every run has them.
+NEEDLE_OPTIONAL_COUNTS = ("primacy_correct", "shifted_correct")
+
+
 def _needle_runs(results: Any) -> list[Mapping]:
     what = "results must be a results dict of experiment 2 (runner.load_results('needle', ...))"
     if not isinstance(results, Mapping):
@@ -745,7 +750,8 @@ class NeedleCurves:
     total : numpy.ndarray
         ``(bases, seeds, bins)`` held-out bodies per bin.
     rates : dict of numpy.ndarray
-        ``(bases, seeds, bins)`` per count of :data:`NEEDLE_COUNTS` divided by ``total``, and
+        ``(bases, seeds, bins)`` per count of :data:`NEEDLE_COUNTS` (and of
+        :data:`NEEDLE_OPTIONAL_COUNTS` that every run has) divided by ``total``, and
         ``"absent_chance"`` = ``absent_needle / n_needles`` (the rate of one needle's value
         when the absent query picks a needle without regard to which) and ``"key_gain"`` =
         ``main_correct - absent_target`` (what the query's key adds).
@@ -793,9 +799,10 @@ def needle_curves(results: Any) -> NeedleCurves:
         if any(not np.array_equal(np.asarray(r["bin_edges"]), edges) for r in g):
             raise ValueError("results: the runs of experiment 2 have different distance bins")
     total = np.array([[r["total"] for r in g] for g in groups], dtype=np.float64)
+    optional = [k for k in NEEDLE_OPTIONAL_COUNTS if all(k in r for r in runs)]
     rates = {
         k: np.array([[r[k] for r in g] for g in groups], dtype=np.float64) / total
-        for k in NEEDLE_COUNTS
+        for k in (*NEEDLE_COUNTS, *optional)
     }
     config = results.get("config", {})
     n_needles = int(config.get("n_needles", 4))

@@ -222,7 +222,11 @@ def needle_cost(config: Any, run: Mapping[str, Any]) -> float:
         return n * (NEEDLE_STEP_FIXED + NEEDLE_STEP_PER_TOKEN * config.batch_size * length)
 
     first = config.curriculum_steps
-    held_out = 2 * config.eval_per_bin * (len(config.bin_edges) - 1) * config.context_length
+    # the main and the absent-key sequences, and the main one moved by ``shift`` tokens
+    per_body = 2 * config.context_length + (config.context_length + config.shift) * bool(
+        config.shift
+    )
+    held_out = config.eval_per_bin * (len(config.bin_edges) - 1) * per_body
     return (
         steps(first, config.curriculum_length)
         + steps(config.steps - first, config.context_length)
