@@ -387,21 +387,4 @@ ANSWERS: dict[str, Answer] = _answers(
         (to(0.001),),
         "the fraction of log-uniform training distances above L/2 for L = 1024",
     ),
-    Answer(
-        "ex-ex-level",
-        "level_findings",
-        "level_answer",
-        (BOOL, to(0.01)),
-        "(is the reach non-decreasing in the base in every cell at levels 0.4 and 0.6?,"
-        " the smallest finite reach / horizon at level 0.6)",
-    ),
-    Answer(
-        "ex-ex-gap",
-        "gap_findings",
-        "gap_answer",
-        (INT, BOOL),
-        "(how many grid bases lie above min_base(256, 16) with a horizon below 256,"
-        " does the feasible base beat the infeasible one in the farthest bin by more"
-        " than 0.1?)",
-    ),
 )

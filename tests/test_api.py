@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import os
 import re
 import resource
 import signal
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,50 +112,6 @@ def _expansion() -> Any:
 
 
 SMALL_ROWS = rope_lib.min_base_table((10, 11), d=128)
-
-# experiment 1 (rope_lib.experiment): a sweep of one run that trains in milliseconds, and
-# a temporary directory for its files
-TINY_SWEEP = rope_lib.ExperimentConfig(
-    name="api",
-    context_lengths=(8,),
-    head_dims=(4,),
-    bases=(100.0,),
-    seeds=(0,),
-    n_keys=16,
-    key_dim=4,
-    n_values=4,
-    steps=2,
-    batch_size=2,
-    n_bins=2,
-    eval_per_bin=2,
-)
-TINY_RECALL = rope_lib.train_recall(8, 4, 100.0, config=TINY_SWEEP)
-SWEEP_DIR = os.path.join(tempfile.gettempdir(), "rope_lib_api_experiment")
-# experiment 2 (rope_lib.experiment_lm): a one-layer Llama trained for two steps
-TINY_LM = rope_lib.LMConfig(
-    name="api",
-    context_length=16,
-    bases=(100.0,),
-    seeds=(0,),
-    n_filler=4,
-    n_keys=2,
-    n_values=2,
-    n_pairs=1,
-    n_queries=1,
-    head_dim=4,
-    n_heads=1,
-    n_layers=1,
-    steps=2,
-    batch_size=2,
-    warmup=1,
-    n_bins=2,
-    eval_per_bin=2,
-)
-TINY_LM_MODEL = rope_lib.train_lm(100.0, 0, config=TINY_LM)
-LM_DIR = os.path.join(tempfile.gettempdir(), "rope_lib_api_experiment_lm")
-LM_SMOKE = rope_lib.lm_results("smoke")
-# the stored smoke results (L = 128, d = 16), for the summaries of rope_lib.experiment_report
-SMOKE_RESULTS = rope_lib.experiment_results("smoke")
 
 # Kinds by argument name: one name, one meaning across the library.
 BY_NAME = {
@@ -459,90 +413,6 @@ CONTRACTS: dict[str, Contract] = {
     "plot_margins": C(
         {"d": 8, "max_distance": 64, "n_points": 16}, max_distance="count", methods="other"
     ),
-    "experiment_config": C({"name": "smoke"}, name="choice"),
-    "train_recall": C(
-        {"context_length": 8, "d": 4, "base": 100.0, "seed": 0, "config": TINY_SWEEP},
-        config="other",
-    ),
-    "evaluate_recall": C({"model": TINY_RECALL, "context_length": 8}, model="other"),
-    "pair_energy": C({"w_q": _x(4, 3), "w_k": _x(4, 3, seed=1)}, w_q="array", w_k="array"),
-    "general_form": C(
-        {
-            "m": [0, 1, 2],
-            "d": 4,
-            "base": 1e4,
-            "mu_q": _x(4),
-            "sigma_q": _x(4, 4, seed=1),
-            "mu_k": _x(4, seed=2),
-        },
-        m="positions",
-        mu_q="array",
-        sigma_q="array",
-        mu_k="array",
-    ),
-    "run_experiment": C(
-        {
-            "config": TINY_SWEEP,
-            "build_dir": SWEEP_DIR,
-            "output": f"{SWEEP_DIR}/results.json",
-            "progress": False,
-        },
-        config="other",
-        build_dir="other",
-        output="other",
-        progress="flag",
-        max_new_runs="count0",
-    ),
-    # "other": the random-value test must not draw a real name ("full" trains for minutes)
-    "experiment_results": C({"config": "smoke"}, config="other"),
-    "recall_curves": C({"results": SMOKE_RESULTS, "context_length": 128, "d": 16}, results="other"),
-    "pair_energy_summary": C(
-        {"results": SMOKE_RESULTS, "context_length": 128, "d": 16}, results="other"
-    ),
-    "recall_reach": C(
-        {"results": SMOKE_RESULTS, "context_length": 128, "d": 16},
-        results="other",
-        level="real",
-    ),
-    "margin_horizons": C(
-        {"results": SMOKE_RESULTS, "context_length": 128, "d": 16, "limit": 4096},
-        results="other",
-    ),
-    "learned_margin": C(
-        {"run": SMOKE_RESULTS["runs"][0], "distances": [1, 2, 3]},
-        run="other",
-        distances="positions",
-    ),
-    "experiment_summary": C(
-        {"results": SMOKE_RESULTS, "limit": 4096}, results="other", level="real"
-    ),
-    "experiment_plan": C({"config": "smoke"}, config="other", build_dir="other"),
-    "lm_config": C({"name": "smoke"}, name="choice"),
-    "train_lm": C({"base": 100.0, "seed": 0, "config": TINY_LM}, config="other"),
-    "evaluate_lm": C({"model": TINY_LM_MODEL, "context_length": 16}, model="other"),
-    "lm_plan": C({"config": "smoke"}, config="other", build_dir="other"),
-    "run_lm_experiment": C(
-        {
-            "config": TINY_LM,
-            "build_dir": LM_DIR,
-            "output": f"{LM_DIR}/results.json",
-            "progress": False,
-        },
-        config="other",
-        build_dir="other",
-        output="other",
-        progress="flag",
-        max_new_runs="count0",
-    ),
-    "lm_results": C({"config": "smoke"}, config="other"),
-    "lm_summary": C({"results": LM_SMOKE}, results="other"),
-    "plot_lm_recall": C({"summary": rope_lib.lm_summary(LM_SMOKE)}, summary="other", ax="other"),
-    "plot_recall_by_distance": C(
-        {"results": SMOKE_RESULTS, "context_length": 128, "d": 16},
-        results="other",
-        bases="other",
-        ax="other",
-    ),
 }
 
 # Range violations that a kind's family does not cover, per function and argument.
@@ -636,11 +506,6 @@ ALLOWED: dict[tuple[str, str], list[Any]] = {
     ("plot_monte_carlo_gap", "mean_q"): [None],
     ("plot_monte_carlo_gap", "mean_k"): [None],
     ("sentence_attention", "positions"): [None],
-    # None: the context the model was trained for; no limit on new runs
-    ("evaluate_recall", "context_length"): [None],
-    ("run_experiment", "max_new_runs"): [None],
-    ("evaluate_lm", "context_length"): [None],
-    ("run_lm_experiment", "max_new_runs"): [None],
     # None: the largest limit the work bound allows for this d
     ("max_context", "limit"): [None],
     # d is an embedding or model width here, not a RoPE head dimension: no rotation pairs
@@ -658,19 +523,6 @@ NOT_FUNCTIONS = {
     "PUBLISHED_MIN_BASE",
     "REAL_MODELS",
     "EXTENSION_METHODS",
-    "ExperimentConfig",
-    "RecallModel",
-    "EXPERIMENT_CONFIGS",
-    "CODE_FILES",
-    "RecallCurves",
-    "PairEnergySummary",
-    "RecallReach",
-    "MarginHorizons",
-    "LMConfig",
-    "LMModel",
-    "LM_CONFIGS",
-    "LM_CODE_FILES",
-    "LMSummary",
 }
 
 SECONDS_PER_CALL = 20

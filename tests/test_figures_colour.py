@@ -62,23 +62,11 @@ DATA = Path(rope_lib.__file__).parent / "data"
 
 
 @functools.cache
-def _smoke_results() -> dict:
-    # The stored file read directly, not through experiment_results: its key check concerns
-    # the numbers, and a figure's styles do not depend on whether they are current.
-    return json.loads((DATA / "experiment_smoke.json").read_text())
-
-
-@functools.cache
 def _table_rows() -> list[dict]:
     # The shipped rows of min_base_table, read directly: a stale key would otherwise make
     # plot_min_base_table recompute the table (a minute) and rewrite the shipped file.
     rows = json.loads((DATA / "min_base_table.json").read_text())["rows"]
     return [rows[k] for k in sorted(rows, key=int)]
-
-
-@functools.cache
-def _lm_summary() -> Any:
-    return rope_lib.lm_summary(rope_lib.lm_results("smoke"))
 
 
 #: Small, fast arguments for every public plot function (same figure layout as the book's
@@ -113,12 +101,6 @@ CALLS: dict[str, Callable[[], dict]] = {
     "plot_min_base_table": lambda: {"rows": _table_rows()},
     "plot_wavelengths": lambda: {"d": 16, "original_context": 64},
     "plot_margins": lambda: {"d": 16, "original_context": 64, "max_distance": 2000, "n_points": 50},
-    "plot_recall_by_distance": lambda: {
-        "results": _smoke_results(),
-        "context_length": 128,
-        "d": 16,
-    },
-    "plot_lm_recall": lambda: {"summary": _lm_summary()},
 }
 
 

@@ -11,16 +11,12 @@ import cmath
 import json
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import rope_lib
 from rope_lib.figures import interactive
 from rope_lib.figures.interactive import MODELS, compute, render_matplotlib, show, static_html
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _theta(d: int, base: float) -> list[float]:
@@ -209,7 +205,7 @@ def test_show_is_static_in_the_book_build_and_live_in_a_kernel(monkeypatch) -> N
 def test_every_model_has_a_javascript_twin() -> None:
     script = interactive._asset("ropefig.js")
     for name in MODELS:
-        assert re.search(rf"\n    {name}\(v(, data)?\) {{", script), f"no in-page model {name!r}"
+        assert re.search(rf"\n    {name}\(v\) {{", script), f"no in-page model {name!r}"
 
 
 def test_thin_curve_keeps_every_column_extreme() -> None:
@@ -230,59 +226,14 @@ def test_thin_curve_keeps_every_column_extreme() -> None:
     assert thin_curve(short, short)[0] is not None and thin_curve(short, short)[0].size == 10
 
 
-# ------------------------------------------------------------------ stored measurements
-def test_recall_model_is_the_stored_mean_and_standard_error() -> None:
-    """Every (L, d, base) of the figure against a plain summary of the stored JSON."""
-    raw = json.loads((ROOT / "rope_lib" / "data" / "experiment_full.json").read_text())
-    for L in raw["config"]["context_lengths"]:
-        for d in raw["config"]["head_dims"]:
-            for base in raw["config"]["bases"]:
-                runs = [
-                    r
-                    for r in raw["runs"]
-                    if (r["context_length"], r["d"], r["base"]) == (L, d, base)
-                ]
-                acc = np.array([r["accuracy"] for r in runs])
-                mean = acc.mean(axis=0)
-                se = acc.std(axis=0, ddof=1) / np.sqrt(len(runs))
-                data = compute("recall_by_distance", context_length=str(L), d=d, base=base)
-                panel = data["panels"][0]
-                series = panel["series"][0]
-                np.testing.assert_allclose(series["y"], mean, rtol=1e-12)
-                np.testing.assert_allclose(series["hi"] - series["y"], se, rtol=1e-9)
-                np.testing.assert_allclose(series["y"] - series["lo"], se, rtol=1e-9)
-                edges = np.array(runs[0]["bin_edges"], dtype=float)
-                np.testing.assert_allclose(series["x"], np.sqrt(edges[:-1] * (edges[1:] - 1)))
-                chance = 1 / raw["config"]["n_values"]
-                assert panel["series"][1]["y"].tolist() == [chance, chance]
-                marks = {v["label"].split(":")[0]: v["x"] for v in panel["vlines"]}
-                horizon = rope_lib.max_context(base, d)
-                assert marks.get("horizon of B_m", horizon) == horizon
-                assert (horizon <= L) == ("horizon of B_m" in marks)
-                assert panel["xlog"] and panel["ylim"] == [0.0, 1.0]
-
-
-def test_recall_model_refuses_bases_that_were_not_trained() -> None:
-    with pytest.raises(ValueError, match=r"base must be one of the swept bases"):
-        compute("recall_by_distance", base=3e3)
-    with pytest.raises(ValueError, match=r"context_length must be one of \['256', '1024'\]"):
-        compute("recall_by_distance", context_length="512")
-    with pytest.raises(ValueError, match=r"\bd must be an integer in steps of 16 from 16"):
-        compute("recall_by_distance", d=24)
-
-
-def test_recall_figure_embeds_every_stored_curve() -> None:
-    page = static_html("recall_by_distance")
-    spec = json.loads(re.search(r'class="ropefig-spec">(.*?)</script>', page).group(1))
-    cfg = rope_lib.experiment_config("full")
-    keys = {
-        f"{L}|{d}|{round(np.log10(b))}"
-        for L in cfg.context_lengths
-        for d in cfg.head_dims
-        for b in cfg.bases
-    }
-    assert set(spec["data"]) == keys
-    other = json.loads(
-        re.search(r'class="ropefig-spec">(.*?)</script>', static_html("ones_score")).group(1)
+def test_a_choice_slider_accepts_only_its_choices() -> None:
+    """The drop-down kind, which no model uses now: a listed value is returned as given, any
+    other is refused by name."""
+    p = interactive.Param(
+        "length", "context length", "choice", value="256", choices=("256", "1024")
     )
-    assert "data" not in other  # only stored models carry a table
+    assert p.check("1024") == "1024"
+    with pytest.raises(ValueError, match=r"length must be one of \['256', '1024'\], got '512'"):
+        p.check("512")
+    with pytest.raises(ValueError, match=r"length must be one of"):
+        p.check(256)  # the number, not the listed string

@@ -191,16 +191,23 @@ def test_hub_start_script_gives_every_user_the_workspace(tmp_path: Path) -> None
 
 
 def test_experiment_smoke_writes_only_under_build(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rope_lib import experiment_cli
+    from rope_lib.experiments import cli
 
     calls = []
-    monkeypatch.setattr(
-        experiment_cli, "run_all", lambda groups, **kw: calls.append((groups, kw)) or 0
-    )
-    assert experiment_cli.main(["--all", "--smoke"]) == 0
-    ((groups, kw),) = calls
-    assert [s for g in groups for s in g] == [("recall", "smoke"), ("lm", "smoke")]
-    for key in ("build_dir", "output_dir"):
-        assert kw[key].is_relative_to(ROOT / "_build"), (key, kw[key])
+
+    def record(sweeps, **kw):
+        calls.append(sweeps)
+        return [{"runs": []} for _ in sweeps]
+
+    monkeypatch.setattr(cli, "run_sweeps", record)
+    assert cli.main(["--smoke", "--no-progress"]) == 0
+    (sweeps,) = calls
+    assert [(s.experiment.name, s.config.name) for s in sweeps] == [
+        ("recall", "smoke"),
+        ("needle", "smoke"),
+    ]
+    for sweep in sweeps:
+        assert sweep.output.is_relative_to(ROOT / "_build"), sweep.output
+        assert all(run.path.is_relative_to(ROOT / "_build") for run in sweep.runs)
     makefile = (ROOT / "Makefile").read_text()
-    assert "--all $(if $(filter 1 yes true,$(SMOKE)),--smoke)" in makefile
+    assert "$(PY) -m rope_lib.experiments $(if $(SMOKE),--smoke)" in makefile

@@ -66,9 +66,10 @@ RESULT = "result.json"  # a module's recorded run, in its scratch directory
 
 # module -> the test files its mutants run against: the module's own tests and the
 # argument contract (tests/test_api.py), which holds every function's refusals.
-# frequencies.py and rotation.py are part of the key of chapter 9's stored results, so
-# a mutated copy makes test_api.py's collection refuse those results as stale: their
-# mutants run against their own tests only.
+# frequencies.py and rotation.py run against their own tests only.  The reason was that
+# they are in the key of chapter 9's stored results, which test_api.py read when collected
+# (a mutated copy made it refuse them as stale); test_api.py no longer reads them, so adding
+# it back for these two is possible but has not been run.
 MODULES: dict[str, list[str]] = {
     module: [f"tests/test_{module}.py", "tests/test_api.py"]
     for module in (
@@ -79,7 +80,6 @@ MODULES: dict[str, list[str]] = {
         "base_bound",
         "base_table",
         "context_extension",
-        "experiment_report",
     )
 } | {
     # chapter 7's private sweep: its own tests and those of the searches that run it

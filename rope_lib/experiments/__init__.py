@@ -5,10 +5,10 @@ the stored results):
 
 * :mod:`~rope_lib.experiments.recall_task`, :mod:`~rope_lib.experiments.recall_model`:
   experiment 1, one RoPE attention layer trained on key-value recall;
-* ``needle_task``, ``needle_model``: experiment 2, a tiny Hugging Face Llama (from the branch
-  that redesigns it; until it is merged, :data:`runner.REGISTRY` lists it as unavailable);
-* :mod:`~rope_lib.experiments.predictions`: experiment 1's predictions, computed from rope_lib
-  and written down before the sweep that tests them;
+* :mod:`~rope_lib.experiments.needle_task`, :mod:`~rope_lib.experiments.needle_model`:
+  experiment 2, a tiny Hugging Face Llama trained on needle recall;
+* :mod:`~rope_lib.experiments.predictions`: both experiments' predictions, computed from
+  rope_lib and written down before the sweeps that test them;
 * :mod:`~rope_lib.experiments.runner`: the registry of experiments and the one resumable
   runner (keys, per-run files, two worker processes, the progress bar, the results files);
 * :mod:`~rope_lib.experiments.cli` (``python -m rope_lib.experiments``, ``make experiment``);
@@ -18,9 +18,7 @@ the stored results):
 This ``__init__`` imports nothing, so that importing a task or model module loads no other
 part of the package (the key of the stored results covers what those modules load).
 
-The modules ``rope_lib/experiment.py``, ``experiment_report.py``, ``experiment_lm.py``,
-``experiment_lm_report.py``, ``sweep.py`` and ``experiment_cli.py`` are the previous versions
-of these experiments; they are kept byte for byte while chapter 9 still reads their stored
-results (``rope_lib/data/experiment_{full,uniform,lm_full,...}.json``, keyed on their source),
-and go when the chapter moves to this package.
+The first edition of these experiments (``rope_lib/experiment.py``, ``experiment_report.py``,
+``experiment_lm.py``, ``experiment_lm_report.py``, ``sweep.py``, ``experiment_cli.py`` and
+their stored results) has been removed; this package replaces it.
 """

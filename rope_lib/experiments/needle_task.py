@@ -1,11 +1,11 @@
 r"""Experiment 2's task: needle recall that only a key match can answer, with its controls.
 
 Chapter 9 trains a tiny Llama (:mod:`rope_lib.experiments.needle_model`) on this task across RoPE
-bases.  Issue 20 showed that the earlier version of the task (:mod:`rope_lib.experiment_lm`)
-could be solved without matching keys: every long distance was measured at the last query, whose
-answer was the one needle value not yet answered (elimination), and short distances at a query
-whose needle was almost always the latest one (recency).  This module fixes the sampling so that
-the measured answer can only come from the key, and builds three controls that show it.
+bases.  Issue 20 showed that the first edition of the task could be solved without matching
+keys: every long distance was measured at the last query, whose answer was the one needle value
+not yet answered (elimination), and short distances at a query whose needle was almost always
+the latest one (recency).  This module fixes the sampling so that the measured answer can only
+come from the key, and builds three controls that show it.
 
 The sequence
 ------------

@@ -37,7 +37,7 @@ uniform on :math:`[0, \ln(L + 1))`, so :math:`P(\Delta = k) = \ln(1 + 1/k)/\ln(L
 uniformly on :math:`\{1, \dots, L\}`.  The held-out set has ``eval_per_bin`` contexts in each
 logarithmic distance bin over :math:`[1, L]` (:func:`distance_bins`), the distance uniform
 within the bin.  With ``eval_per_bin`` :math:`= n` the binomial standard error of one run's
-accuracy :math:`p` in a bin is :math:`\sqrt{p(1-p)/n} \le 1/(2\sqrt n)`: below 0.01 for
+accuracy :math:`p` in a bin is :math:`\sqrt{p(1-p)/n} \le 1/(2\sqrt n)`: at most 0.01 for
 :math:`n \ge 2500`.
 
 This module defines the sweeps (:class:`RecallConfig`, :data:`RECALL_CONFIGS`) and draws the

@@ -3,9 +3,9 @@
 * :mod:`rope_lib.figures.style`: the shared look (palette, fonts, :func:`~rope_lib.figures.style.new_figure`);
 * one module per chapter, named after the chapter's math module (``attention``, ``taylor``,
   ``sinusoidal``, ``rotation``, ``implementations``, ``decay``, ``base_bound``,
-  ``context_extension``): its ``plot_*`` functions, which call the math modules and return a
-  matplotlib figure (chapter 9's recall figures are still in its report modules,
-  ``experiment_report`` and ``experiment_lm_report``);
+  ``context_extension``, and ``experiments`` for chapter 9): its ``plot_*`` functions, which
+  call the math modules (chapter 9's: :mod:`rope_lib.experiments.report`) and return a
+  matplotlib figure;
 * :mod:`rope_lib.figures.interactive`: the slider figures (their models, the live ipywidgets
   view, the self-contained HTML of the built book and its script ``static/ropefig.js``) and
   :func:`show`, the one call a chapter makes for one of them.

@@ -23,11 +23,9 @@ that executed notebooks carry only the in-page version (no widget state).
 
 from __future__ import annotations
 
-import functools
 import html
 import importlib
 import json
-import math
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -86,34 +84,12 @@ class Param:
 
 @dataclass(frozen=True)
 class Model:
-    """A figure model: its title, alt text and sliders.
-
-    ``stored`` marks a model of stored measurements rather than formulas: the page cannot
-    recompute it, so :func:`static_html` embeds the table :func:`compute` reads.
-    """
+    """A figure model: its title, alt text and sliders."""
 
     name: str
     title: str
     alt: str
     params: tuple[Param, ...] = field(default_factory=tuple)
-    stored: bool = False
-
-
-def _recall_params() -> tuple[Param, ...]:
-    """Sliders over the cells of experiment 1's ``full`` sweep (chapter 9)."""
-    from ..experiment import experiment_config
-
-    cfg = experiment_config("full")
-    dims = sorted(cfg.head_dims)
-    exponents = sorted(round(math.log10(b)) for b in cfg.bases)
-    if [10.0**e for e in exponents] != sorted(cfg.bases) or len(dims) != 2:
-        raise RuntimeError("the recall figure expects two head dimensions and bases 10^k")
-    lengths = tuple(str(n) for n in cfg.context_lengths)
-    return (
-        Param("context_length", "context length L", "choice", value=lengths[-1], choices=lengths),
-        Param("d", "head dimension d", "int", dims[0], dims[1], dims[1] - dims[0], dims[-1]),
-        Param("base", "base b (log scale)", "log", exponents[0], exponents[-1], 1, 1e4),
-    )
 
 
 def _d(value: int = 128, lo: int = 2, hi: int = 512, label: str = "head dimension d") -> Param:
@@ -178,16 +154,6 @@ MODELS: dict[str, Model] = {
             "Line plot of B_m against distance m, with the first negative value marked",
             (_d(), _base(), Param("max_m", "largest distance m", "int", 256, 102400, 256, 4096)),
         ),
-        Model(
-            "recall_by_distance",
-            "Measured recall by distance, with the predicted horizon",
-            "Line plot of the measured recall accuracy of the trained RoPE attention layer "
-            "against the distance from query to target (log scale), with a band of one "
-            "standard error over seeds, the chance level, and vertical lines at the horizon "
-            "of B_m and at the quarter period of the slowest pair",
-            _recall_params(),
-            stored=True,
-        ),
     )
 }
 
@@ -236,10 +202,7 @@ def compute(model: str, **values: Any) -> dict:
         (:math:`R_m q`, :math:`R_n k` in two dimensions), ``"ones_score"``
         (:math:`2\sum_i\cos(x\theta_i)`), ``"schedules"`` (four schedules
         :math:`\theta_t`), ``"roformer_bound"`` and ``"similarity_margin"``
-        (:math:`B_m` and the first :math:`m` with :math:`B_m < 0`), ``"recall_by_distance"``
-        (stored measurements of chapter 9's experiment 1: recall accuracy by distance,
-        mean and one standard error over seeds, with the horizon of :math:`B_m` and the
-        slowest pair's quarter period; ``base`` must be one of the swept bases).
+        (:math:`B_m` and the first :math:`m` with :math:`B_m < 0`).
     **values
         Slider values; missing ones take the model's defaults.
 
@@ -401,81 +364,6 @@ def _compute_similarity_margin(v: dict) -> dict:
     }
 
 
-@functools.lru_cache(maxsize=1)
-def _recall_table() -> dict[str, dict]:
-    """Every curve of the recall figure, keyed ``"L|d|log10(b)"`` (JSON-ready lists)."""
-    from ..experiment import experiment_results
-    from ..experiment_report import recall_curves
-
-    results = experiment_results("full")
-    cfg = results["config"]
-    table = {}
-    for length in cfg["context_lengths"]:
-        for d in cfg["head_dims"]:
-            curves = recall_curves(results, length, d)
-            x = curves.bin_centres
-            mb = curves.min_base
-            for k, base in enumerate(curves.bases):
-                y, se = curves.accuracy_mean[k], curves.accuracy_se[k]
-                horizon, quarter = float(curves.horizon[k]), float(curves.quarter_period[k])
-                marks = [
-                    {"x": horizon, "label": f"horizon of B_m: {horizon:.0f}"},
-                    {"x": quarter, "label": f"slowest pair T/4: {quarter:.0f}"},
-                ]
-                side = "above" if base >= mb else "below"
-                readout = (
-                    f"L = {length}, d = {d}, b = {base:g} ({side} min_base(L, d) = {mb:.0f}): "
-                    f"accuracy {y[0]:.2f} at the shortest distances, {y[-1]:.2f} at the "
-                    f"longest (chance {curves.chance:.4g}); horizon of B_m "
-                    + (f"{horizon:.0f}" if math.isfinite(horizon) else "beyond the scan")
-                    + f", slowest pair's quarter period {quarter:.0f}"
-                )
-                series = [
-                    {
-                        "label": f"mean of {curves.n_seeds[k]} seeds ± 1 s.e.",
-                        "x": x.tolist(),
-                        "y": y.tolist(),
-                        "lo": (y - se).tolist(),
-                        "hi": (y + se).tolist(),
-                    },
-                    {
-                        "label": "chance",
-                        "x": [1.0, float(length)],
-                        "y": [curves.chance, curves.chance],
-                    },
-                ]
-                panel = {
-                    "kind": "lines",
-                    "title": f"Recall by distance, L = {length}, d = {d}, b = {base:g}",
-                    "xlabel": "distance from query to target (tokens, log scale)",
-                    "ylabel": "recall accuracy",
-                    "xlog": True,
-                    "ylim": [0.0, 1.0],
-                    "legend": "lower left",
-                    "series": series,
-                    "vlines": [v for v in marks if 1.0 <= v["x"] <= float(length)],
-                }
-                key = f"{length}|{d}|{round(math.log10(base))}"
-                table[key] = {"panels": [panel], "readout": readout}
-    return table
-
-
-def _compute_recall_by_distance(v: dict) -> dict:
-    key = f"{v['context_length']}|{v['d']}|{round(math.log10(v['base']))}"
-    table = _recall_table()
-    if key not in table or not math.isclose(v["base"], 10.0 ** round(math.log10(v["base"]))):
-        raise ValueError(
-            f"base must be one of the swept bases {sorted({k.split('|')[2] for k in table})} "
-            f"(as powers of 10), got {v['base']!r}"
-        )
-    data = json.loads(json.dumps(table[key]))
-    for s in data["panels"][0]["series"]:
-        for name in ("x", "y", "lo", "hi"):
-            if name in s:
-                s[name] = np.asarray(s[name], float)
-    return data
-
-
 _COMPUTE = {
     "sinusoidal": _compute_sinusoidal,
     "rotation_2d": _compute_rotation_2d,
@@ -483,10 +371,7 @@ _COMPUTE = {
     "schedules": _compute_schedules,
     "roformer_bound": _compute_roformer_bound,
     "similarity_margin": _compute_similarity_margin,
-    "recall_by_distance": _compute_recall_by_distance,
 }
-#: The tables behind the models marked ``stored``, embedded in their pages.
-_STORED = {"recall_by_distance": _recall_table}
 
 
 # ------------------------------------------------------------------ rendering
@@ -602,8 +487,6 @@ def static_html(model: str, caption: str = "", **values: Any) -> str:
             entry.update(min=p.min, max=p.max, step=p.step)
         params.append(entry)
     spec_json = {"id": fig_id, "model": model, "params": params}
-    if spec.stored:
-        spec_json["data"] = _STORED[model]()
     payload = json.dumps(spec_json).replace("</", "<\\/")
     caption_html = f"<figcaption>{caption}</figcaption>" if caption else ""
     return (

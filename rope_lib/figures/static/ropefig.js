@@ -248,14 +248,6 @@
         horizon: first,
       };
     },
-
-    // Stored measurements, not a formula: the figure's JSON carries every curve
-    // (rope_lib.widgets embeds the table that compute() reads), the page looks one up.
-    recall_by_distance(v, data) {
-      const key = v.context_length + "|" + v.d + "|" + Math.round(Math.log10(v.base));
-      if (!data || !data[key]) throw new Error("no stored results for " + key);
-      return JSON.parse(JSON.stringify(data[key]));
-    },
   };
 
   // --------------------------------------------------------------- drawing ---
@@ -468,7 +460,7 @@
       const values = {};
       for (const p of spec.params) values[p.name] = valueOf(p, inputs[p.name]);
       const t0 = performance.now();
-      const data = MODELS[spec.model](values, spec.data);
+      const data = MODELS[spec.model](values);
       render(root, data);
       const ms = performance.now() - t0;
       root.ropefig = { model: spec.model, values: values, data: data, ms: ms };
