@@ -387,4 +387,18 @@ ANSWERS: dict[str, Answer] = _answers(
         (to(0.001),),
         "the fraction of log-uniform training distances above L/2 for L = 1024",
     ),
+    Answer(
+        "ex-ex-p1",
+        "p1_order_survives",
+        "bool(long[1e5] > long[10**4.5])",
+        (BOOL,),
+        "after 5000 training steps, does base 1e5 still reach farther than base 10^4.5?",
+    ),
+    Answer(
+        "ex-ex-recency",
+        "latest_at_17",
+        "p_latest(17)",
+        (to(0.001),),
+        "the probability that the target is the latest needle at distance 17",
+    ),
 )

@@ -108,8 +108,9 @@ def test_needle_controls_plot_the_report_rates() -> None:
         learned = [i == 1 or s == 0 for s in range(2)]
         assert [line.get_linestyle() == "-" for line in seeds] == learned
         controls = [line for line in ax.get_lines() if line.get_marker() == "o"]
-        assert [line.get_label() for line in controls] == [lab for _, lab, _ in fx.NEEDLE_LINES]
-        for line, (key, _, _) in zip(controls, fx.NEEDLE_LINES, strict=True):
+        drawn = [line for line in fx.NEEDLE_LINES if line[0] in cur.rates]  # no optional counts
+        assert [line.get_label() for line in controls] == [lab for _, lab, _ in drawn]
+        for line, (key, _, _) in zip(controls, drawn, strict=True):
             rates = cur.rates[key][i][np.array(learned)]  # averaged over the seeds that learned
             np.testing.assert_allclose(line.get_ydata(), rates.mean(axis=0))
         assert ax.get_xlabel() and ("1 of 2 learned" in ax.get_title()) == (i == 0)
@@ -121,3 +122,20 @@ def test_needle_controls_plot_the_report_rates() -> None:
     assert fig.axes[0].get_ylabel()
     with pytest.raises(ValueError, match="bases"):
         fx.plot_needle_controls(blob, bases=[7.0])
+
+
+def test_needle_controls_draw_the_optional_controls_when_the_runs_carry_them() -> None:
+    from tests.test_report import _needle_blob
+
+    blob = _needle_blob({10.0: [[60, 70, 80, 90], [20, 20, 20, 20]]})
+    blob["config"]["shift"] = 8
+    for run in blob["runs"]:  # the moved sequence: 10 fewer right per bin; primacy: 5 per bin
+        run["shifted_correct"] = [c - 10 for c in run["main_correct"]]
+        run["primacy_correct"] = [5, 5, 5, 5]
+    ax = fx.plot_needle_controls(blob).axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    # averaged over the one seed that learned (seed 0)
+    np.testing.assert_allclose(
+        lines["retrieval, moved 8 tokens later"].get_ydata(), [0.5, 0.6, 0.7, 0.8]
+    )
+    np.testing.assert_allclose(lines["primacy baseline (no model)"].get_ydata(), [0.05] * 4)

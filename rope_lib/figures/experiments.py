@@ -213,23 +213,28 @@ def plot_learned_form(results: Any, cell: tuple, bases: Sequence[float] | None =
     return fig
 
 
-#: The controls of :func:`plot_needle_controls`: (key of NeedleCurves.rates, label, style index).
+#: The controls of :func:`plot_needle_controls`: (key of NeedleCurves.rates, label, style index);
+#: ``{shift}`` in a label is the configuration's ``shift``.
 NEEDLE_LINES = (
+    ("shifted_correct", "retrieval, moved {shift} tokens later", 5),
     ("repeat_correct", "repeat control", 1),
     ("absent_target", "absent key: target's value", 2),
     ("absent_chance", "absent key: one needle's share", 3),
     ("recency_correct", "recency baseline (no model)", 4),
+    ("primacy_correct", "primacy baseline (no model)", 6),
 )
 
 
 def plot_needle_controls(results: Any, bases: Sequence[float] | None = None):
     """Experiment 2: per base, the retrieval accuracy by distance bin of every seed (one thin
     line each; dotted grey for the seeds that did not learn, :data:`report.LEARNED_GAIN`),
-    and the controls averaged over the seeds that learned: the repeat query, the absent-key
-    rates and the recency baseline; the horizon of :math:`B_m` (dotted) and the slowest
+    and the controls averaged over the seeds that learned: the retrieval with the sequence moved
+    (when the runs carry ``shifted_correct``), the repeat query, the absent-key rates, and the
+    recency and primacy baselines (the latter when the runs carry it); the horizon of :math:`B_m` (dotted) and the slowest
     pair's quarter period (dash-dot) as vertical lines where they fall inside the measured
     distances."""
     cur = report.needle_curves(results)
+    shift = results.get("config", {}).get("shift", "?")
     learned = {o["base"]: np.array(o["learned"]) for o in report.needle_outcomes(results)}
     chosen = cur.bases.tolist() if bases is None else [float(b) for b in bases]
     missing = [b for b in chosen if b not in cur.bases.tolist()]
@@ -262,10 +267,15 @@ def plot_needle_controls(results: Any, bases: Sequence[float] | None = None):
                     else None
                 ),
             )
-        for key, label, k in NEEDLE_LINES:
+        for key, label, k in [line for line in NEEDLE_LINES if line[0] in cur.rates]:
             rates = cur.rates[key][i][ok] if ok.any() else cur.rates[key][i]
             ax.plot(
-                centres, rates.mean(axis=0), marker="o", ms=3, label=label, **figstyle.line_style(k)
+                centres,
+                rates.mean(axis=0),
+                marker="o",
+                ms=3,
+                label=label.format(shift=shift),
+                **figstyle.line_style(k),
             )
         for x, ls in ((cur.horizon[i], ":"), (cur.quarter_period[i], "-.")):
             if e[0] <= x <= e[-1]:
