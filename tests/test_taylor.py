@@ -629,3 +629,159 @@ def test_documented_defaults():
     assert default(ty.demo_point, "seed") == 0
     for check in (ty.expansion_error, ty.term_sizes, ty.interaction_along_ray):
         assert default(check, "dps") == 40, check.__name__
+
+
+def _line_point(x: float = 0.0, u: float = 1.0) -> dict[str, list[float]]:
+    return {"x_m": [x], "x_n": [x], "p_hat_m": [u], "p_hat_n": [u]}
+
+
+def _one_dim(f_of):
+    a, b = sp.symbols("a b", real=True)
+    return ty.second_order_expansion(f_of(a, b), [a], [b])
+
+
+_OVERFLOW = "float64; use smaller eps or a smaller point$"
+
+
+@pytest.mark.parametrize(
+    ("call", "what"),
+    [
+        # the attention output at eps = 1e300: the quadratic terms ~ eps^2 overflow first
+        (lambda: ty.expansion_error(_expansion(), ty.demo_point(), [1e300]), r"the term '\w+'"),
+        # exp(a b) at a = b = 0, u = 1, eps = 30: the terms are 1 and eps^2 = 900 (the only
+        # nonzero derivatives at 0 are f and the mixed one), the model is e^900 > 1.8e308
+        (
+            lambda: ty.expansion_error(_one_dim(lambda a, b: sp.exp(a * b)), _line_point(), [30.0]),
+            "the model",
+        ),
+        # exp(a) + exp(b) at 0, u = -1, eps = 1.8e154: terms 2, -eps, -eps, eps^2/2, eps^2/2
+        # (each < 1.8e308), the model 2 e^-eps ~ 0, the remainder ~ eps^2 = 3.2e308
+        (
+            lambda: ty.expansion_error(
+                _one_dim(lambda a, b: sp.exp(a) + sp.exp(b)), _line_point(u=-1.0), [1.8e154]
+            ),
+            "the remainder",
+        ),
+        # exp(a b) at eps = 30: I = e^900 - 1 - 1 + 1 overflows (checked before the cross term)
+        (
+            lambda: ty.interaction_along_ray(
+                _one_dim(lambda a, b: sp.exp(a * b)), _line_point(), [30.0]
+            ),
+            "the interaction",
+        ),
+        # sin(a b) at eps = 1e160: |I| <= 4, the cross term eps^2 (H = cos 0 = 1) overflows
+        (
+            lambda: ty.interaction_along_ray(
+                _one_dim(lambda a, b: sp.sin(a * b)), _line_point(), [1e160]
+            ),
+            "the cross term",
+        ),
+        # a b - K a^2 b^2, K = 2e-308, at 0, eps = 1e154: cross eps^2 = 1e308, I = eps^2 - K eps^4
+        # = -1e308, both finite; |I - cross| = K eps^4 = 2e308 overflows
+        (
+            lambda: ty.interaction_along_ray(
+                _one_dim(lambda a, b: a * b - sp.Rational(2, 10**308) * a**2 * b**2),
+                _line_point(),
+                [1e154],
+            ),
+            "the interaction beyond the cross term",
+        ),
+    ],
+)
+def test_overflow_is_refused_naming_the_quantity(call, what):
+    with pytest.raises(
+        ValueError,
+        match=rf"^eps \(with point\) holds perturbation sizes so large that {what} overflows "
+        + _OVERFLOW,
+    ):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: ty.second_order_expansion(1.0, *_sym_model()[1:]),
+            TypeError,
+            "f must be a sympy expression, got float",
+        ),
+        (
+            lambda: ty.second_order_expansion(_sym_model()[0], _sym_model()[1], _sym_model()[1]),
+            ValueError,
+            "x_m and x_n must be disjoint sets of symbols",
+        ),
+        (
+            lambda: ty.expansion_error("x", ty.demo_point(), [0.1]),
+            TypeError,
+            "expansion must be a SecondOrderExpansion, got str",
+        ),
+        *[
+            (
+                lambda eps=eps: ty.expansion_error(_expansion(), ty.demo_point(), eps),
+                ValueError,
+                "eps must be a non-empty 1-D array of positive perturbation sizes",
+            )
+            for eps in ([0.1, 0.0], [], [[0.1, 0.2]])
+        ],
+        (
+            lambda: ty.expansion_error(_expansion(), ty.demo_point(), [0.1], dps=1001),
+            ValueError,
+            "dps must be an integer <= 1000, got 1001; decimal digits of the mpmath evaluation; "
+            "40 resolve remainders down to 1e-30",
+        ),
+        (
+            lambda: ty.expansion_error(
+                ty.second_order_expansion(*_score2()), ty.demo_point(), [0.1]
+            ),
+            ValueError,
+            "the model has free symbols besides x_m and x_n: "
+            "['M_{00}', 'M_{01}', 'M_{10}', 'M_{11}']; substitute numbers for them first",
+        ),
+        *[
+            (
+                lambda key=key: ty.expansion_error(
+                    _expansion(), dict(ty.demo_point(), **{key: np.ones(3)}), [0.1]
+                ),
+                ValueError,
+                f"point[{key!r}] must have shape (2,) (one entry per coordinate of the model's "
+                f"x_{key[-1]}), got (3,)",
+            )
+            for key in ("x_m", "p_hat_n")
+        ],
+        (
+            lambda: ty.demo_point(d=10**9),
+            ValueError,
+            "d must be an integer <= 65536, got 1000000000; d is the model width, at most "
+            "rope_lib's MAX_DIM",
+        ),
+        *[
+            (
+                lambda e=e, r=r: ty.loglog_slope(e, r),
+                ValueError,
+                "eps and err must be positive (their logarithms are fitted)",
+            )
+            for e, r in (
+                ([1.0, 2.0], [1.0, -1.0]),
+                ([0.0, 1.0], [1.0, 2.0]),
+                ([-1.0, 2.0], [1.0, 2.0]),
+                ([1.0, 2.0], [0.0, 1.0]),
+            )
+        ],
+        (
+            lambda: ty.loglog_slope([1.0, 2.0, 3.0], [1.0, 2.0]),
+            ValueError,
+            "eps and err must be 1-D arrays of the same length >= 2, got (3,), (2,)",
+        ),
+        (
+            lambda: ty.loglog_slope([1.0, 1.0], [1.0, 2.0]),
+            ValueError,
+            "eps must hold at least two distinct values",
+        ),
+    ],
+)
+def test_refusal_messages_in_full(call, error, message):
+    """The whole message of each refusal: it names the argument, what it accepts and what it
+    got (the tests above match only a word of most of them)."""
+    with pytest.raises(error) as caught:
+        call()
+    assert str(caught.value) == message
