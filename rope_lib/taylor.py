@@ -153,6 +153,16 @@ class SecondOrderExpansion:
     hess_mn: sp.Matrix
     terms: dict[str, sp.Expr] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # A hand-built instance with p_m one symbol short and p_n one long would otherwise
+        # shift x_m's last coordinate by p_n's first in perturbed(): a silent wrong answer.
+        for x, p, name in ((self.x_m, self.p_m, "p_m"), (self.x_n, self.p_n, "p_n")):
+            if len(p) != len(x):
+                raise ValueError(
+                    f"{name} must have one symbol per coordinate of x_{name[-1]} "
+                    f"({len(x)}), got {len(p)}"
+                )
+
     def total(self) -> sp.Expr:
         """The second-order approximation: the sum of the six terms."""
         return sp.Add(*(self.terms[name] for name in TERM_NAMES))
