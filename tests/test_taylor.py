@@ -630,6 +630,18 @@ def test_documented_defaults():
         assert default(check, "dps") == 40, check.__name__
 
 
+def test_defaults_as_calls_see_them():
+    """The same defaults, through calls (a signature can show one default while the code
+    uses another): the models are two-dimensional and demo_point() is the seed-0 point."""
+    f, x_m, x_n, m = ty.score_model()
+    assert len(x_m) == len(x_n) == 2 and m.shape == (2, 2)
+    g, y_m, y_n = ty.attention_output_model()
+    assert len(y_m) == len(y_n) == 2
+    plain, seeded, other = ty.demo_point(), ty.demo_point(2, 0), ty.demo_point(2, 1)
+    assert all(np.array_equal(plain[k], seeded[k]) for k in seeded)
+    assert not all(np.array_equal(plain[k], other[k]) for k in other)
+
+
 def _line_point(x: float = 0.0, u: float = 1.0) -> dict[str, list[float]]:
     return {"x_m": [x], "x_n": [x], "p_hat_m": [u], "p_hat_n": [u]}
 
