@@ -118,6 +118,17 @@ def _symbols(values: Any, name: str) -> tuple[sp.Symbol, ...]:
     return out
 
 
+def _check_perturbation_lengths(
+    x_m: Sequence[sp.Symbol], x_n: Sequence[sp.Symbol], p_m: Sequence[Any], p_n: Sequence[Any]
+) -> None:
+    """One perturbation symbol per coordinate: ``len(p_m) == len(x_m)``, ``len(p_n) == len(x_n)``."""
+    if len(p_m) != len(x_m) or len(p_n) != len(x_n):
+        raise ValueError(
+            f"p_m and p_n must have the lengths of x_m ({len(x_m)}) and x_n ({len(x_n)}), got "
+            f"{len(p_m)} and {len(p_n)}"
+        )
+
+
 @dataclass(frozen=True)
 class SecondOrderExpansion:
     r"""The second-order expansion of :math:`f` in the perturbations of two inputs.
@@ -152,6 +163,11 @@ class SecondOrderExpansion:
     hess_nn: sp.Matrix
     hess_mn: sp.Matrix
     terms: dict[str, sp.Expr] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # A hand-built instance with p_m one symbol short and p_n one long would otherwise
+        # shift x_m's last coordinate by p_n's first in perturbed(): a silent wrong answer.
+        _check_perturbation_lengths(self.x_m, self.x_n, self.p_m, self.p_n)
 
     def total(self) -> sp.Expr:
         """The second-order approximation: the sum of the six terms."""
@@ -252,11 +268,7 @@ def second_order_expansion(
         if p_n is not None
         else tuple(sp.Symbol(f"p_{{n,{i}}}", real=True) for i in range(len(x_n)))
     )
-    if len(p_m) != len(x_m) or len(p_n) != len(x_n):
-        raise ValueError(
-            f"p_m and p_n must have the lengths of x_m ({len(x_m)}) and x_n ({len(x_n)}), got "
-            f"{len(p_m)} and {len(p_n)}"
-        )
+    _check_perturbation_lengths(x_m, x_n, p_m, p_n)  # before the terms need it
     used = set(p_m) | set(p_n)
     if used & f.free_symbols or used & set(x_m + x_n) or len(used) != len(p_m) + len(p_n):
         raise ValueError("p_m and p_n must be new, distinct symbols that do not occur in f")

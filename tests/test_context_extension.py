@@ -22,6 +22,7 @@ Llama 3.1's weight is computed from the float32 ``theta_i`` itself, so its error
 from __future__ import annotations
 
 import math
+import re
 
 import mpmath as mp
 import numpy as np
@@ -164,6 +165,38 @@ def test_yarn_degenerate_corner_differs_from_hf_on_purpose(hf):
     np.testing.assert_array_equal(th, theta(4, 10.0))
     inv, _ = hf(4, 10.0, "yarn", 65536, factor=2.0, original_max_position_embeddings=32768)
     np.testing.assert_allclose(inv, theta(4, 10.0) / 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("L", [5, 6])
+def test_yarn_keeps_only_pair_0_when_ceil_of_i_slow_is_zero_as_the_reference_does(hf, L):
+    """d = 64, b = 1e4, L = 5 or 6: i(beta_slow = 1) = 32 ln(L / 2 pi) / ln(1e4) lies in (-1, 0],
+    so i_hi = ceil(i(1)) = 0, and i_lo = max(floor(i(32)), 0) = 0. The reference code widens
+    i_hi to 0.001: gamma_0 = 1 - clip(0 / 0.001) = 1 keeps pair 0, and gamma_i = 1 - clip(i /
+    0.001) = 0 interpolates every other pair, although pair 0 turns only L / (2 pi) < 1 times
+    (the clamp at index 0 of the docstring). Expected values from 30-digit theta_i and the
+    peer."""
+    d, base, s = 64, 1e4, 4.0
+    i_slow = d * math.log(L / (2 * math.pi)) / (2 * math.log(base))
+    assert -1 < i_slow <= 0 and L / (2 * math.pi) < 1
+    th0 = mp_ntk(d, base, 1.0)  # theta_i = b^{-2i/d} at 30 digits
+    expected = np.concatenate([th0[:1], th0[1:] / s])
+    got, a = scaled_theta(d, base, "yarn", s, L)
+    np.testing.assert_allclose(got, expected, rtol=1e-13)
+    inv, factor = hf(d, base, "yarn", int(s * L), factor=s, original_max_position_embeddings=L)
+    budget = hf_rtol(base) * expected + 4 * 2.0**-24 * th0  # module docstring
+    assert np.all(np.abs(inv - expected) <= budget)
+    assert a == pytest.approx(factor, rel=1e-15)
+
+
+def test_yarn_interpolates_every_pair_when_ceil_of_i_slow_is_negative():
+    """d = 64, b = 1e4, L = 4: i(1) = 32 ln(4 / 2 pi) / ln(1e4) = -1.57, so i_hi = ceil(i(1)) = -1
+    < 0: every pair turns fewer than beta_slow = 1 times (pair 0: 4 / (2 pi) = 0.64) and, unlike
+    the reference code (whose reversed ramp keeps them all), every pair is interpolated:
+    theta_i' = theta_i / s, from 30-digit theta_i."""
+    d, base, s, L = 64, 1e4, 4.0, 4
+    assert math.ceil(d * math.log(L / (2 * math.pi)) / (2 * math.log(base))) == -1
+    got, _ = scaled_theta(d, base, "yarn", s, L)
+    np.testing.assert_allclose(got, mp_ntk(d, base, 1.0) / s, rtol=1e-13)
 
 
 @given(
@@ -419,6 +452,47 @@ def test_horizons_agree_with_the_base_bound_module(d, base, s):
     )
 
 
+def _quarter_turn_s(h):
+    """Scale factor s = 2 (h - 1/2) / pi: for d = 2 under interpolation B'_m = cos(m / s), first
+    negative at the first integer m > s pi / 2 = h - 1/2, that is at m = h."""
+    s = 2 * (h - 0.5) / math.pi
+    t = mp.mpf(1.0 / s)  # the float64 frequency theta_0 / s = 1 / s, exactly
+    assert int(mp.floor(mp.pi / 2 / t)) + 1 == h  # first m with m t > pi / 2, at 30 digits
+    return s
+
+
+def test_scaled_horizon_scans_each_distance_once_in_increasing_order(monkeypatch):
+    """The scan evaluates B'_m at m = 0, 1, 2, ... in blocks that follow each other without gap
+    or overlap, so it costs one margin per distance up to the horizon (what bounds the time of
+    a limit of 2**26); here the horizon, 300,000 by the closed form, lies beyond the first
+    blocks."""
+    h = 300_000
+    s = _quarter_turn_s(h)
+    blocks = []
+    exp_sum = ce.exp_sum
+
+    def spy(m, frequencies):
+        m = np.asarray(m)
+        start = blocks[-1][-1] + 1 if blocks else 0
+        assert m.ndim == 1 and m.size > 0 and m[0] == start
+        assert np.all(np.diff(m) == 1)
+        blocks.append(m.copy())
+        return exp_sum(m, frequencies)
+
+    monkeypatch.setattr(ce, "exp_sum", spy)
+    assert ce.scaled_horizon(2, 10.0, "linear", s, limit=10**6) == h
+    assert blocks[-1][-1] >= h
+
+
+def test_scaled_horizon_default_limit_searches_below_ten_million():
+    """The default limit is 10**7 (docstring): a horizon at exactly m = 10**7 lies outside the
+    default search (None) and inside a search one longer."""
+    n = 10**7
+    s = _quarter_turn_s(n)
+    assert ce.scaled_horizon(2, 10.0, "linear", s) is None
+    assert ce.scaled_horizon(2, 10.0, "linear", s, limit=n + 1) == n
+
+
 def test_scaled_horizon_none_below_limit():
     # B_m = cos(m) for d = 2, b irrelevant: B_0 = B_1 = 1, cos 1 > 0; cos 2 < 0.
     assert ce.scaled_horizon(2, 10.0, "none", 1.0, limit=2) is None
@@ -448,30 +522,42 @@ def test_scaled_horizon_none_below_limit():
             ValueError,
             "original_context .* required",
         ),
-        ({"method": "dynamic"}, ValueError, "seq_len .* required"),
-        ({"method": "dynamic", "seq_len": 0}, ValueError, "seq_len"),
-        ({"method": "dynamic", "seq_len": 2.5}, TypeError, "seq_len"),
+        (
+            {"method": "dynamic"},
+            ValueError,
+            r"^seq_len \(the current sequence length, an integer >= 1\) is required by method "
+            r"'dynamic'$",
+        ),
+        ({"method": "dynamic", "seq_len": 0}, ValueError, "^seq_len must be an integer >= 1"),
+        ({"method": "dynamic", "seq_len": 2.5}, TypeError, "^seq_len must be an integer"),
         ({"method": "ntk", "d": 2}, ValueError, "d must be an even integer >= 4"),
         (
             {"method": "linear", "beta_fast": 3},
             TypeError,
-            r"unexpected parameter\(s\) \['beta_fast'\]",
+            r"unexpected parameter\(s\) \['beta_fast'\]; it accepts: none$",
         ),
         ({"method": "yarn", "seq_len": 3}, TypeError, "accepts: beta_fast, beta_slow, truncate"),
         (
             {"method": "yarn", "beta_fast": 1.0, "beta_slow": 2.0},
             ValueError,
-            "beta_fast must be larger",
+            "^beta_fast must be larger than beta_slow",
         ),
-        ({"method": "yarn", "beta_slow": 0.0}, ValueError, "beta_slow"),
-        ({"method": "yarn", "truncate": 1}, TypeError, "truncate"),
+        (
+            {"method": "yarn", "beta_fast": 2.0, "beta_slow": 2.0},
+            ValueError,
+            "^beta_fast must be larger than beta_slow",
+        ),
+        ({"method": "yarn", "beta_fast": 0.0}, ValueError, "^beta_fast must be"),
+        ({"method": "yarn", "beta_fast": "32"}, TypeError, "^beta_fast must be"),
+        ({"method": "yarn", "beta_slow": 0.0}, ValueError, "^beta_slow must be"),
+        ({"method": "yarn", "truncate": 1}, TypeError, "^truncate must be True or False"),
         (
             {"method": "llama3", "low_freq_factor": 4.0, "high_freq_factor": 4.0},
             ValueError,
-            "high_freq_factor must be larger",
+            "^high_freq_factor must be larger than low_freq_factor",
         ),
-        ({"method": "llama3", "low_freq_factor": -1.0}, ValueError, "low_freq_factor"),
-        ({"method": "llama3", "high_freq_factor": None}, TypeError, "high_freq_factor"),
+        ({"method": "llama3", "low_freq_factor": -1.0}, ValueError, "^low_freq_factor must be"),
+        ({"method": "llama3", "high_freq_factor": None}, TypeError, "^high_freq_factor must be"),
     ],
 )
 def test_bad_arguments_raise(kwargs, error, match):
@@ -505,6 +591,20 @@ def test_limits_and_names_of_the_extension_arguments():
     neg = np.flatnonzero(direct < 0)
     expected = int(neg[0]) if neg.size else None
     assert ce.scaled_horizon(8, 1e4, "linear", 2.0, limit=5000) == expected
+
+
+def test_limit_errors_say_which_limit():
+    # Beyond a maximum the message names the argument, the maximum and where the limit lives.
+    hint = re.escape("; a training context is a number of positions, at most MAX_POSITION = 2**32")
+    with pytest.raises(ValueError, match=r"^original_context must be an integer <= 4294967296, "):
+        ce.scaled_theta(8, 1e4, "yarn", 2.0, original_context=2**32 + 1)
+    with pytest.raises(ValueError, match=hint + "$"):
+        ce.scaled_theta(8, 1e4, "yarn", 2.0, original_context=2**32 + 1)
+    hint = re.escape("; rope_lib.context_extension.MAX_HORIZON_LIMIT = 2**26 bounds the scan")
+    with pytest.raises(ValueError, match=r"^limit must be an integer <= 67108864, "):
+        ce.scaled_horizon(8, 1e4, "linear", 2.0, limit=2**26 + 1)
+    with pytest.raises(ValueError, match=hint + "$"):
+        ce.scaled_horizon(8, 1e4, "linear", 2.0, limit=2**26 + 1)
 
 
 # ------------------------------------------------------------------ chapter 8, review fixes

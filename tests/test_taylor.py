@@ -3,6 +3,8 @@ series along a ray, finite differences), the cubic order of the remainder and ba
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import itertools
 import math
 
@@ -494,3 +496,311 @@ def test_bad_point_entries_are_named_as_entries_of_point(output_expansion, key):
     text = dict(ty.demo_point(2), **{key: "ab"})
     with pytest.raises(TypeError, match=rf"^point\['{key}'\] must be real numbers"):
         ty.interaction_along_ray(output_expansion, text, [0.1])
+
+
+# ---------------------------------------------------------------------------------------------
+# what the mutation run of rope_lib/taylor.py found unguarded (tools/mutation.py)
+# ---------------------------------------------------------------------------------------------
+def test_gradient_and_hessian_blocks_match_a_hand_derivation():
+    """f = a0^2 b0 + a1 b1 + 3 a1 + b0^3, differentiated by hand: grad_m = (2 a0 b0, b1 + 3),
+    grad_n = (a0^2 + 3 b0^2, a1), H_mm = [[2 b0, 0], [0, 0]], H_nn = [[6 b0, 0], [0, 0]],
+    H_mn = [[2 a0, 0], [0, 1]] (rows: x_m)."""
+    a0, a1, b0, b1 = sp.symbols("a0 a1 b0 b1", real=True)
+    ex = ty.second_order_expansion(a0**2 * b0 + a1 * b1 + 3 * a1 + b0**3, (a0, a1), (b0, b1))
+    expected = {
+        "grad_m": sp.Matrix([2 * a0 * b0, b1 + 3]),
+        "grad_n": sp.Matrix([a0**2 + 3 * b0**2, a1]),
+        "hess_mm": sp.Matrix([[2 * b0, 0], [0, 0]]),
+        "hess_nn": sp.Matrix([[6 * b0, 0], [0, 0]]),
+        "hess_mn": sp.Matrix([[2 * a0, 0], [0, 1]]),
+    }
+    for name, matrix in expected.items():
+        got = getattr(ex, name)
+        assert isinstance(got, sp.MatrixBase), name
+        assert (got - matrix).expand().is_zero_matrix, name
+
+
+def test_explicit_perturbation_symbols_and_bare_symbols_are_used():
+    """p_m, p_n given by the caller are the symbols of the terms, and a single symbol is
+    accepted where a sequence is expected. For f = a^2 b, by hand: linear_m = 2 a b u,
+    linear_n = a^2 v, quadratic_m = b u^2, quadratic_n = 0, cross = 2 a u v, and the
+    interaction I = ((a + u)^2 - a^2) v."""
+    a, b, u, v = sp.symbols("a b u v", real=True)
+    ex = ty.second_order_expansion(a**2 * b, a, b, p_m=u, p_n=[v])
+    assert (ex.x_m, ex.x_n, ex.p_m, ex.p_n) == ((a,), (b,), (u,), (v,))
+    by_hand = {
+        "constant": a**2 * b,
+        "linear_m": 2 * a * b * u,
+        "linear_n": a**2 * v,
+        "quadratic_m": b * u**2,
+        "quadratic_n": 0,
+        "cross": 2 * a * u * v,
+    }
+    for name, term in by_hand.items():
+        assert sp.expand(ex.terms[name] - term) == 0, name
+    # I = ((a + u)^2 - a^2) v, by hand
+    assert sp.expand(ex.interaction() - (2 * a * u + u**2) * v) == 0
+
+
+@pytest.mark.parametrize(
+    ("p_m", "p_n"),
+    [
+        # the same symbol for both perturbations
+        (sp.symbols("u", real=True), sp.symbols("u", real=True)),
+        # a symbol of f that is not a coordinate (the matrix entry M_00 of the score model)
+        ([ty.score_model(1)[3][0, 0]], sp.symbols("v", real=True)),
+    ],
+)
+def test_perturbation_symbols_must_be_new_and_distinct(p_m, p_n):
+    f, x_m, x_n = _sym_model()
+    with pytest.raises(
+        ValueError, match=r"^p_m and p_n must be new, distinct symbols that do not occur in f$"
+    ):
+        ty.second_order_expansion(f, x_m, x_n, p_m=p_m, p_n=p_n)
+
+
+def test_hand_built_expansion_with_too_few_perturbations_is_refused():
+    """SecondOrderExpansion is public and can be built by hand; it refuses p_m, p_n whose
+    lengths differ from x_m, x_n instead of shifting some coordinates and not others.  With
+    p_m one symbol short and p_n one long the total length is right, so a zip over the
+    concatenations would pair x_m's last coordinate with p_n's first."""
+    ex = ty.second_order_expansion(*ty.attention_output_model(2))
+    a, b, c = sp.symbols("a b c", real=True)
+    lengths = r"p_m and p_n must have the lengths of x_m \(2\) and x_n \(2\), got "
+    with pytest.raises(ValueError, match=lengths + "2 and 1"):
+        dataclasses.replace(ex, p_n=ex.p_n[:1])
+    with pytest.raises(ValueError, match=lengths + "1 and 3"):
+        dataclasses.replace(ex, p_m=(a,), p_n=(b, c, ex.p_n[0]))
+    with pytest.raises(ValueError, match=lengths + "2 and 3"):
+        dataclasses.replace(ex, p_n=(b, c, ex.p_n[0]))
+
+
+def test_symbols_of_the_models_are_real():
+    """The chapter's vectors x_m, x_n, p_m, p_n and the matrix M are real: the symbols say so,
+    so sympy treats the score as real (its conjugate is itself)."""
+    f, x_m, x_n, m = ty.score_model(2)
+    g, y_m, y_n = ty.attention_output_model(2)
+    ex = ty.second_order_expansion(f, x_m, x_n)
+    out = ty.second_order_expansion(g, y_m, y_n)
+    for s in (*x_m, *x_n, *m, *y_m, *y_n, *ex.p_m, *ex.p_n, *out.p_m, *out.p_n):
+        assert s.is_real is True, s
+    assert sp.conjugate(f) == f
+    assert sp.conjugate(ex.terms["cross"]) == ex.terms["cross"]
+
+
+def test_readout_weights_the_output_coordinates():
+    """The model with readout c against the softmax form written here with math.exp:
+    c^T (e^{s_mm} x_m + e^{s_mn} x_n) / (e^{s_mm} + e^{s_mn}), s = x^T y / sqrt(d)."""
+    c = [2.0, -0.5, 0.25]
+    f, x_m, x_n = ty.attention_output_model(3, readout=c)
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        a, b = rng.standard_normal((2, 3))
+        s_mm, s_mn = a @ a / math.sqrt(3), a @ b / math.sqrt(3)
+        w_m, w_n = math.exp(s_mm), math.exp(s_mn)
+        expected = float(np.dot(c, (w_m * a + w_n * b) / (w_m + w_n)))
+        value = float(f.subs(dict(zip(x_m + x_n, [*a, *b], strict=True))))
+        assert value == pytest.approx(expected, rel=1e-13)
+
+
+def test_width_four_is_the_largest_accepted():
+    """The symbolic models accept d from 1 to 4 (their docstrings); 4 is accepted."""
+    f, x_m, x_n, m = ty.score_model(4)
+    assert len(x_m) == len(x_n) == 4 and m.shape == (4, 4)
+    g, y_m, y_n = ty.attention_output_model(4)
+    assert len(y_m) == len(y_n) == 4 and g.free_symbols == set(y_m + y_n)
+
+
+def test_limits_of_dps_and_eps_are_inclusive():
+    """dps = 16 (the documented minimum) and 4096 perturbation sizes (the documented maximum)
+    are accepted. For f = a b the expansion is exact, so every remainder is round-off."""
+    a, b = sp.symbols("a b", real=True)
+    ex = ty.second_order_expansion(a * b, [a], [b])
+    point = {"x_m": [0.5], "x_n": [-0.25], "p_hat_m": [1.0], "p_hat_n": [1.0]}
+    assert ty.expansion_error(ex, point, [0.1], dps=16)[0] < 1e-15
+    assert np.all(ty.expansion_error(ex, point, np.linspace(0.001, 1.0, 4096)) < 1e-30)
+
+
+def test_documented_defaults():
+    """The defaults the rendered signatures show: d = 2 for the models; seed 0 for demo_point
+    (the figures' default point); dps = 40, the '40-digit arithmetic' chapter 2 states for
+    expansion_error and interaction_along_ray, for all three numerical checks."""
+
+    def default(func, name):
+        return inspect.signature(func).parameters[name].default
+
+    assert default(ty.score_model, "d") == 2
+    assert default(ty.attention_output_model, "d") == 2
+    assert default(ty.attention_output_model, "readout") is None
+    assert default(ty.demo_point, "d") == 2
+    assert default(ty.demo_point, "seed") == 0
+    for check in (ty.expansion_error, ty.term_sizes, ty.interaction_along_ray):
+        assert default(check, "dps") == 40, check.__name__
+
+
+def test_defaults_as_calls_see_them():
+    """The same defaults, through calls (a signature can show one default while the code
+    uses another): the models are two-dimensional and demo_point() is the seed-0 point."""
+    f, x_m, x_n, m = ty.score_model()
+    assert len(x_m) == len(x_n) == 2 and m.shape == (2, 2)
+    g, y_m, y_n = ty.attention_output_model()
+    assert len(y_m) == len(y_n) == 2
+    plain, seeded, other = ty.demo_point(), ty.demo_point(2, 0), ty.demo_point(2, 1)
+    assert all(np.array_equal(plain[k], seeded[k]) for k in seeded)
+    assert not all(np.array_equal(plain[k], other[k]) for k in other)
+
+
+def _line_point(x: float = 0.0, u: float = 1.0) -> dict[str, list[float]]:
+    return {"x_m": [x], "x_n": [x], "p_hat_m": [u], "p_hat_n": [u]}
+
+
+def _one_dim(f_of):
+    a, b = sp.symbols("a b", real=True)
+    return ty.second_order_expansion(f_of(a, b), [a], [b])
+
+
+_OVERFLOW = "float64; use smaller eps or a smaller point$"
+
+
+@pytest.mark.parametrize(
+    ("call", "what"),
+    [
+        # the attention output at eps = 1e300: the quadratic terms ~ eps^2 overflow first
+        (lambda: ty.expansion_error(_expansion(), ty.demo_point(), [1e300]), r"the term '\w+'"),
+        # exp(a b) at a = b = 0, u = 1, eps = 30: the terms are 1 and eps^2 = 900 (the only
+        # nonzero derivatives at 0 are f and the mixed one), the model is e^900 > 1.8e308
+        (
+            lambda: ty.expansion_error(_one_dim(lambda a, b: sp.exp(a * b)), _line_point(), [30.0]),
+            "the model",
+        ),
+        # exp(a) + exp(b) at 0, u = -1, eps = 1.8e154: terms 2, -eps, -eps, eps^2/2, eps^2/2
+        # (each < 1.8e308), the model 2 e^-eps ~ 0, the remainder ~ eps^2 = 3.2e308
+        (
+            lambda: ty.expansion_error(
+                _one_dim(lambda a, b: sp.exp(a) + sp.exp(b)), _line_point(u=-1.0), [1.8e154]
+            ),
+            "the remainder",
+        ),
+        # exp(a b) at eps = 30: I = e^900 - 1 - 1 + 1 overflows (checked before the cross term)
+        (
+            lambda: ty.interaction_along_ray(
+                _one_dim(lambda a, b: sp.exp(a * b)), _line_point(), [30.0]
+            ),
+            "the interaction",
+        ),
+        # sin(a b) at eps = 1e160: |I| <= 4, the cross term eps^2 (H = cos 0 = 1) overflows
+        (
+            lambda: ty.interaction_along_ray(
+                _one_dim(lambda a, b: sp.sin(a * b)), _line_point(), [1e160]
+            ),
+            "the cross term",
+        ),
+        # a b - K a^2 b^2, K = 2e-308, at 0, eps = 1e154: cross eps^2 = 1e308, I = eps^2 - K eps^4
+        # = -1e308, both finite; |I - cross| = K eps^4 = 2e308 overflows
+        (
+            lambda: ty.interaction_along_ray(
+                _one_dim(lambda a, b: a * b - sp.Rational(2, 10**308) * a**2 * b**2),
+                _line_point(),
+                [1e154],
+            ),
+            "the interaction beyond the cross term",
+        ),
+    ],
+)
+def test_overflow_is_refused_naming_the_quantity(call, what):
+    with pytest.raises(
+        ValueError,
+        match=rf"^eps \(with point\) holds perturbation sizes so large that {what} overflows "
+        + _OVERFLOW,
+    ):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: ty.second_order_expansion(1.0, *_sym_model()[1:]),
+            TypeError,
+            "f must be a sympy expression, got float",
+        ),
+        (
+            lambda: ty.second_order_expansion(_sym_model()[0], _sym_model()[1], _sym_model()[1]),
+            ValueError,
+            "x_m and x_n must be disjoint sets of symbols",
+        ),
+        (
+            lambda: ty.expansion_error("x", ty.demo_point(), [0.1]),
+            TypeError,
+            "expansion must be a SecondOrderExpansion, got str",
+        ),
+        *[
+            (
+                lambda eps=eps: ty.expansion_error(_expansion(), ty.demo_point(), eps),
+                ValueError,
+                "eps must be a non-empty 1-D array of positive perturbation sizes",
+            )
+            for eps in ([0.1, 0.0], [], [[0.1, 0.2]])
+        ],
+        (
+            lambda: ty.expansion_error(_expansion(), ty.demo_point(), [0.1], dps=1001),
+            ValueError,
+            "dps must be an integer <= 1000, got 1001; decimal digits of the mpmath evaluation; "
+            "40 resolve remainders down to 1e-30",
+        ),
+        (
+            lambda: ty.expansion_error(
+                ty.second_order_expansion(*_score2()), ty.demo_point(), [0.1]
+            ),
+            ValueError,
+            "the model has free symbols besides x_m and x_n: "
+            "['M_{00}', 'M_{01}', 'M_{10}', 'M_{11}']; substitute numbers for them first",
+        ),
+        *[
+            (
+                lambda key=key: ty.expansion_error(
+                    _expansion(), dict(ty.demo_point(), **{key: np.ones(3)}), [0.1]
+                ),
+                ValueError,
+                f"point[{key!r}] must have shape (2,) (one entry per coordinate of the model's "
+                f"x_{key[-1]}), got (3,)",
+            )
+            for key in ("x_m", "p_hat_n")
+        ],
+        (
+            lambda: ty.demo_point(d=10**9),
+            ValueError,
+            "d must be an integer <= 65536, got 1000000000; d is the model width, at most "
+            "rope_lib's MAX_DIM",
+        ),
+        *[
+            (
+                lambda e=e, r=r: ty.loglog_slope(e, r),
+                ValueError,
+                "eps and err must be positive (their logarithms are fitted)",
+            )
+            for e, r in (
+                ([1.0, 2.0], [1.0, -1.0]),
+                ([0.0, 1.0], [1.0, 2.0]),
+                ([-1.0, 2.0], [1.0, 2.0]),
+                ([1.0, 2.0], [0.0, 1.0]),
+            )
+        ],
+        (
+            lambda: ty.loglog_slope([1.0, 2.0, 3.0], [1.0, 2.0]),
+            ValueError,
+            "eps and err must be 1-D arrays of the same length >= 2, got (3,), (2,)",
+        ),
+        (
+            lambda: ty.loglog_slope([1.0, 1.0], [1.0, 2.0]),
+            ValueError,
+            "eps must hold at least two distinct values",
+        ),
+    ],
+)
+def test_refusal_messages_in_full(call, error, message):
+    """The whole message of each refusal: it names the argument, what it accepts and what it
+    got (the tests above match only a word of most of them)."""
+    with pytest.raises(error) as caught:
+        call()
+    assert str(caught.value) == message
