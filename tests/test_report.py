@@ -458,6 +458,18 @@ def test_needle_outcomes_reach_far_bin_and_half_context() -> None:
     assert row["far_by_quarter_period"] is True and row["far_by_horizon"] is False
 
 
+def test_needle_outcomes_translation_control_beyond_the_horizon() -> None:
+    # base 10 has horizon 5 at d = 16: the bins [5, 9), [9, 17), [17, 33) start at or beyond it
+    blob = _needle_blob({10.0: [[90, 90, 90, 90], [80, 80, 80, 80]], 1e4: [[95, 95, 95, 95]] * 2})
+    (ten, big) = rp.needle_outcomes(blob)
+    assert ten["shifted_beyond"] == [None, None] and ten["main_min"] == pytest.approx([0.9, 0.8])
+    for run in blob["runs"]:
+        run["shifted_correct"] = [10, 70, 40, 50] if run["base"] == 10.0 else [99, 98, 97, 96]
+    (ten, big) = rp.needle_outcomes(blob)
+    assert ten["shifted_beyond"] == pytest.approx([0.4, 0.4])  # the 0.10 in [3, 5) is before
+    assert all(math.isnan(x) for x in big["shifted_beyond"])  # horizon 91: no bin starts there
+
+
 def test_needle_report_refuses_other_blobs() -> None:
     with pytest.raises(TypeError, match="results"):
         rp.needle_curves([1, 2])

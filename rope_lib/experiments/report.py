@@ -852,8 +852,12 @@ def needle_outcomes(results: Any, level: float = 0.5) -> list[dict[str, Any]]:
         ``quarter_period_bin``, ``min_to_half`` (per seed: the least accuracy in the bins that
         end at or before half the context), ``key_gain`` (per seed, the mean over bins of the
         retrieval accuracy minus the absent-key target rate), ``learned`` (per seed, whether
-        that gain exceeds :data:`LEARNED_GAIN`) and ``far_learned`` (the farthest bin's
-        accuracy of the seeds that learned).
+        that gain exceeds :data:`LEARNED_GAIN`), ``far_learned`` (the farthest bin's
+        accuracy of the seeds that learned), ``main_min`` (per seed, the least retrieval
+        accuracy over all bins) and ``shifted_beyond`` (per seed, the least accuracy of the
+        translation control, ``shifted_correct``, over the bins that start at or beyond the
+        horizon; ``None`` for every seed when the runs do not carry that count, ``nan`` when no
+        bin starts there).
     """
     from .predictions import NEEDLE_PREDICTIONS
 
@@ -871,6 +875,13 @@ def needle_outcomes(results: Any, level: float = 0.5) -> list[dict[str, Any]]:
         gain = c.rates["key_gain"][i].mean(axis=1)
         learned = gain > LEARNED_GAIN
         p = predicted.get(float(base))
+        beyond = c.bin_edges[:-1] >= c.horizon[i]
+        if "shifted_correct" not in c.rates:
+            shifted: list = [None] * len(c.seeds)
+        elif not beyond.any():
+            shifted = [math.nan] * len(c.seeds)
+        else:
+            shifted = c.rates["shifted_correct"][i][:, beyond].min(axis=1).tolist()
         out.append(
             {
                 "base": float(base),
@@ -887,6 +898,8 @@ def needle_outcomes(results: Any, level: float = 0.5) -> list[dict[str, Any]]:
                 "key_gain": gain.tolist(),
                 "learned": learned.tolist(),
                 "far_learned": main[i, learned, -1].tolist(),
+                "main_min": main[i].min(axis=1).tolist(),
+                "shifted_beyond": shifted,
             }
         )
     return out
