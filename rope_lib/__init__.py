@@ -8,7 +8,7 @@ book's API reference; every public name but chapter 9's is importable from the t
 
 Chapter 9's experiments are imported by their module path instead
 (``rope_lib.experiments.report``, ``rope_lib.figures.experiments``...): they are not in
-:data:`PUBLIC_MODULES`.
+``PUBLIC_MODULES``.
 
 The top level loads nothing until a name is asked for (PEP 562): ``import rope_lib`` imports
 no chapter module, and ``rope_lib.apply_rope`` imports :mod:`rope_lib.rotation` and what it
@@ -97,8 +97,6 @@ _SUBMODULES = frozenset(
     {m.split(".")[0] for m in EXPORTS}
     | {
         "figures",
-        "plotting",
-        "widgets",
         "experiments",
         "_fastpath",
         "_validate",

@@ -43,3 +43,22 @@ def test_lazy_module_behaves_like_the_module() -> None:
     lazy_math = lazy_import("math")
     assert lazy_math.sqrt(16.0) == math.sqrt(16.0)
     assert "math" in repr(lazy_math)
+
+
+def test_every_name_the_package_lists_resolves() -> None:
+    """``dir(rope_lib)`` offers names to tab completion: each must import (it once listed
+    two removed modules, ``plotting`` and ``widgets``, whose access raised)."""
+    script = (
+        "import rope_lib\n"
+        "bad = []\n"
+        "for name in dir(rope_lib):\n"
+        "    try:\n"
+        "        getattr(rope_lib, name)\n"
+        "    except Exception as exc:\n"
+        "        bad.append(f'{name}: {exc!r}')\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]", out
