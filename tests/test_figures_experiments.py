@@ -139,3 +139,24 @@ def test_needle_controls_draw_the_optional_controls_when_the_runs_carry_them() -
         lines["retrieval, moved 8 tokens later"].get_ydata(), [0.5, 0.6, 0.7, 0.8]
     )
     np.testing.assert_allclose(lines["primacy baseline (no model)"].get_ydata(), [0.05] * 4)
+
+
+def test_needle_controls_grid_of_at_most_three_panels_a_row() -> None:
+    from tests.test_report import _needle_blob
+
+    counts = [[90, 90, 90, 90], [20, 20, 20, 20]]
+    blob = _needle_blob({b: counts for b in (10.0, 20.0, 30.0, 100.0)})
+    fig = fx.plot_needle_controls(blob)
+    assert len(fig.axes) == 6  # two rows of three
+    drawn = [ax for ax in fig.axes if ax.axison]
+    assert [ax.get_title().split(":")[0] for ax in drawn] == [
+        "b = 10",
+        "b = 20",
+        "b = 30",
+        "b = 100",
+    ]
+    legends = [ax for ax in fig.axes if ax.get_legend() is not None]
+    assert legends == [fig.axes[4]] and not fig.axes[4].axison  # in the first empty cell
+    labels = [t.get_text() for t in fig.axes[4].get_legend().get_texts()]
+    assert labels[0] == "retrieval, one line per seed" and "repeat control" in labels
+    assert drawn[0].get_ylabel() and drawn[3].get_ylabel()  # first panel of each row

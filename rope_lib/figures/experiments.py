@@ -242,11 +242,19 @@ def plot_needle_controls(results: Any, bases: Sequence[float] | None = None):
         raise ValueError(f"bases must be bases of the results {cur.bases.tolist()}, got {missing}")
     e = cur.bin_edges
     centres = (e[:-1] + e[1:] - 1) / 2.0
+    ncols = min(3, len(chosen))  # at most three panels a row, so each stays legible
+    nrows = -(-len(chosen) // ncols)
     fig, axes = figstyle.new_figure(
-        ncols=len(chosen), width=2.6 * len(chosen) + 0.6, height=3.6, sharey=True, squeeze=False
+        ncols=ncols,
+        nrows=nrows,
+        width=3.4 * ncols + 0.6,
+        height=3.3 * nrows,
+        sharey=True,
+        squeeze=False,
     )
+    panels, spare = list(axes.ravel()[: len(chosen)]), list(axes.ravel()[len(chosen) :])
     main_style = figstyle.line_style(0)
-    for ax, base in zip(axes[0], chosen, strict=True):
+    for ax, base in zip(panels, chosen, strict=True):
         i = cur.bases.tolist().index(base)
         ok = learned[base]
         for s, row in enumerate(cur.rates["main_correct"][i]):
@@ -288,6 +296,12 @@ def plot_needle_controls(results: Any, bases: Sequence[float] | None = None):
         ax.set_xlim(0, e[-1])
         ax.set_ylim(0, 1.02)
         ax.set_xlabel(r"distance $\Delta$ (tokens)")
-    axes[0][0].set_ylabel("rate")
-    axes[0][-1].legend(loc="center right", fontsize=7)
+    for row in axes:
+        row[0].set_ylabel("rate")
+    if spare:  # the legend in the first empty cell of the grid
+        for ax in spare:
+            ax.set_axis_off()
+        spare[0].legend(*panels[0].get_legend_handles_labels(), loc="center", fontsize=8)
+    else:
+        panels[-1].legend(loc="center right", fontsize=7)
     return fig
