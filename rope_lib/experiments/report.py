@@ -136,17 +136,25 @@ _RUN_KEYS = ("span", "tokens", "d", "distances", "base", "seed", "evaluations", 
 Cell = tuple[int, int, int, str]  # (span, tokens, d, distances)
 
 
-def _runs(results: Any) -> list[Mapping]:
-    what = "results must be a results dict of experiment 1 (runner.load_results('recall', ...))"
+def _checked_runs(results: Any, experiment: str, number: int, need: Sequence[str]) -> list:
+    """The runs of a results dict of ``experiment``, each checked to carry the keys ``need``."""
+    what = (
+        f"results must be a results dict of experiment {number} "
+        f"(runner.load_results({experiment!r}, ...))"
+    )
     if not isinstance(results, Mapping):
         raise TypeError(f"{what}, got {_describe(results)}")
     runs = results.get("runs")
-    if results.get("experiment") != "recall" or not isinstance(runs, Sequence) or not runs:
-        raise ValueError(f"{what}; its 'experiment' is not 'recall' or its 'runs' is empty")
+    if results.get("experiment") != experiment or not isinstance(runs, Sequence) or not runs:
+        raise ValueError(f"{what}; its 'experiment' is not {experiment!r} or its 'runs' is empty")
     for run in runs:
-        if not isinstance(run, Mapping) or any(k not in run for k in _RUN_KEYS):
-            raise ValueError(f"{what}; a run lacks one of {list(_RUN_KEYS)}")
+        if not isinstance(run, Mapping) or any(k not in run for k in need):
+            raise ValueError(f"{what}; a run lacks one of {list(need)}")
     return list(runs)
+
+
+def _runs(results: Any) -> list[Mapping]:
+    return _checked_runs(results, "recall", 1, _RUN_KEYS)
 
 
 def _cell_of(run: Mapping) -> Cell:
@@ -724,17 +732,9 @@ NEEDLE_OPTIONAL_COUNTS = ("primacy_correct", "shifted_correct")
 
 
 def _needle_runs(results: Any) -> list[Mapping]:
-    what = "results must be a results dict of experiment 2 (runner.load_results('needle', ...))"
-    if not isinstance(results, Mapping):
-        raise TypeError(f"{what}, got {_describe(results)}")
-    runs = results.get("runs")
-    if results.get("experiment") != "needle" or not isinstance(runs, Sequence) or not runs:
-        raise ValueError(f"{what}; its 'experiment' is not 'needle' or its 'runs' is empty")
-    need = ("base", "seed", "bin_edges", "total", *NEEDLE_COUNTS)
-    for run in runs:
-        if not isinstance(run, Mapping) or any(k not in run for k in need):
-            raise ValueError(f"{what}; a run lacks one of {list(need)}")
-    return list(runs)
+    return _checked_runs(
+        results, "needle", 2, ("base", "seed", "bin_edges", "total", *NEEDLE_COUNTS)
+    )
 
 
 @dataclass(frozen=True)
