@@ -8,6 +8,8 @@ expectations of Gaussian vectors.
 
 from __future__ import annotations
 
+import re
+
 import mpmath as mp
 import numpy as np
 import pytest
@@ -788,3 +790,85 @@ def test_monte_carlo_n_samples_cap_bounds_the_whole_call():
     cap = MAX_ELEMENTS // (8 * (8 + 3))
     with pytest.raises(ValueError, match="n_samples"):
         monte_carlo_score([0, 3, 100], 8, n_samples=cap + 1)
+
+
+# ---------------------------------------------------------------------------------- mutation testing
+# Issue 22: tests that pin what tools/mutation.py found unpinned. Expected values are written
+# out here (float64 rotation matrices, documented defaults, the exact refusal texts).
+def mc_scores(q, k, x, d, base=10000.0):
+    """Sample scores q_s^T R_x k_s from explicit rotation matrices, shape (n_samples, len(x))."""
+    rot = np.array([rotation(v, d, base) for v in np.ravel(x)])
+    return np.einsum("si,xij,sj->sx", q, rot, k)
+
+
+def test_monte_carlo_correlated_samples_are_rho_q_plus_noise():
+    # two samples: mean -+ stderr are the two scores, with k = rho q + sqrt(1 - rho^2) e
+    d, x, seed, rho = 8, 13, 5, 0.6
+    rng = np.random.default_rng(seed)
+    q, e = rng.standard_normal((2, d)), rng.standard_normal((2, d))
+    k = rho * q + 0.8 * e  # sqrt(1 - 0.36) = 0.8
+    scores = np.sort(mc_scores(q, k, [x], d)[:, 0])
+    mean, err = decay.monte_carlo_score([x], d, kind="correlated", n_samples=2, rho=rho, seed=seed)
+    np.testing.assert_allclose([mean[0] - err[0], mean[0] + err[0]], scores, atol=1e-12)
+
+
+def test_monte_carlo_defaults_are_2000_independent_samples_of_seed_0():
+    d, x = 4, np.array([0.0, 3.0, 250.0])
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal((2000, d)), rng.standard_normal((2000, d))
+    scores = mc_scores(q, k, x, d)
+    mean, err = decay.monte_carlo_score(x, d)
+    np.testing.assert_allclose(mean, scores.mean(axis=0), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(err, scores.std(axis=0, ddof=1) / np.sqrt(2000), rtol=1e-12)
+
+
+def test_monte_carlo_keeps_the_shape_of_a_2d_distance_array():
+    d, x, seed = 4, np.array([[0.0, 1.0, 2.0], [5.0, 8.0, 13.5]]), 2
+    rng = np.random.default_rng(seed)
+    q, k = rng.standard_normal((3, d)), rng.standard_normal((3, d))
+    scores = mc_scores(q, k, x, d)
+    mean, err = decay.monte_carlo_score(x, d, n_samples=3, seed=seed)
+    assert mean.shape == err.shape == (2, 3)
+    np.testing.assert_allclose(mean, scores.mean(axis=0).reshape(2, 3), atol=1e-12)
+    np.testing.assert_allclose(
+        err, (scores.std(axis=0, ddof=1) / np.sqrt(3)).reshape(2, 3), rtol=1e-12
+    )
+
+
+def test_monte_carlo_n_samples_refusal_text():
+    # d + len(distance) = 8 + 2 = 10; cap 2**27 // (8 * 10) = 1677721
+    message = (
+        "n_samples must be an integer <= 1677721, got 1000000000; the call's working arrays "
+        "hold about 8 x n_samples x (d + len(distance)) = 8 x n_samples x 10 numbers, at most "
+        "rope_lib's MAX_ELEMENTS = 134217728; average several calls with different seeds for more"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        decay.monte_carlo_score([0, 1], 8, n_samples=10**9)
+
+
+def test_monte_carlo_n_samples_cap_is_at_least_two(monkeypatch):
+    # with a limit of 1000 numbers and 8 x (2 + 60) = 496 per sample, 1000 // 496 = 2 samples fit
+    monkeypatch.setattr(decay, "MAX_ELEMENTS", 1000)
+    with pytest.raises(ValueError, match=r"^n_samples must be an integer <= 2, got 3; "):
+        decay.monte_carlo_score(np.arange(60), 2, n_samples=3)
+    assert decay.monte_carlo_score(np.arange(60), 2, n_samples=2)[0].shape == (60,)
+
+
+def test_monte_carlo_table_and_phase_limits_name_what_is_too_large(monkeypatch):
+    # a limit of 1000 elements (rope_lib._validate reads its own MAX_ELEMENTS at call time)
+    from rope_lib import _validate
+
+    monkeypatch.setattr(_validate, "MAX_ELEMENTS", 1000)
+    table = (
+        "the table of scores (n_samples x len(distance)) would have 1200 elements, more than "
+        "rope_lib's MAX_ELEMENTS = 1000"
+    )
+    with pytest.raises(
+        ValueError,
+        match=f"^{re.escape(table)} .*; lower n_samples or pass fewer distances per call$",
+    ):
+        decay.monte_carlo_score(np.arange(40), 2, n_samples=30)  # 30 x 40
+    phases = "the phases (d/2 x len(distance)) would have 1280 elements, more than rope_lib's"
+    with pytest.raises(ValueError, match=f"^{re.escape(phases)}.*; pass fewer distances$"):
+        decay.monte_carlo_score(np.arange(40), 64, n_samples=2)  # 32 x 40
+    assert decay.monte_carlo_score(np.arange(40), 50, n_samples=2)[0].shape == (40,)  # 25 x 40
