@@ -872,3 +872,19 @@ def test_monte_carlo_table_and_phase_limits_name_what_is_too_large(monkeypatch):
     with pytest.raises(ValueError, match=f"^{re.escape(phases)}.*; pass fewer distances$"):
         decay.monte_carlo_score(np.arange(40), 64, n_samples=2)  # 32 x 40
     assert decay.monte_carlo_score(np.arange(40), 50, n_samples=2)[0].shape == (40,)  # 25 x 40
+
+
+@pytest.mark.parametrize(
+    "alpha, x", [(0.8, 12.78), (0.8, 16.0), (1.5, 16.0), (4.0, 16.0), (2.0, 10.0), (0.3, 7.5)]
+)
+def test_power_schedule_integral_up_to_x16_reaches_its_1e13_tolerance(alpha, x):
+    # up to x = 16 the plain quadrature in t runs with epsabs = 1e-13 (mpmath's 1F2 reference)
+    got = decay.schedule_integral(x, f"t^{alpha}")
+    assert got == pytest.approx(mp_power_integral(x, alpha), rel=0, abs=1e-13)
+
+
+@pytest.mark.parametrize("x", [40.0, 300.0, 5000.0])
+def test_power_schedule_integral_below_one_with_a_non_integer_exponent(x):
+    # alpha = 0.8: u^(1/alpha - 1) = u^0.25 (alpha = 0.5 gives u^1, where u ** 1 = u * 1)
+    got = decay.schedule_integral(x, "t^0.8")
+    assert got == pytest.approx(mp_power_integral(x, 0.8), rel=0, abs=1e-10)
