@@ -888,3 +888,89 @@ def test_power_schedule_integral_below_one_with_a_non_integer_exponent(x):
     # alpha = 0.8: u^(1/alpha - 1) = u^0.25 (alpha = 0.5 gives u^1, where u ** 1 = u * 1)
     got = decay.schedule_integral(x, "t^0.8")
     assert got == pytest.approx(mp_power_integral(x, 0.8), rel=0, abs=1e-10)
+
+
+def test_fast_route_rule_at_its_boundaries():
+    # the rule of _use_grid: the grid when the table len(x) * n_freqs has at least 2**14
+    # entries and the span of |x| is at most min(2**22, 8 len(x) + 4096)
+    n = 1 << 14
+    limit = 8 * n + 4096
+    at = np.arange(n, dtype=np.int64)
+    at[-1] = limit - 1  # span = limit
+    over = at.copy()
+    over[-1] = limit  # span = limit + 1
+    assert decay._use_grid(at, 1)
+    assert not decay._use_grid(over, 1)
+    assert decay._use_grid(at + 10**6, 1)  # the span runs from the smallest |x|, not from 0
+    assert decay._use_grid(-at, 1)
+    assert decay._use_grid(np.arange(1024), 16)  # a table of exactly 2**14 entries
+    assert not decay._use_grid(np.arange(1023), 16)
+    assert not decay._use_grid(np.arange(10), 1)
+    assert not decay._use_grid(np.array([], dtype=np.int64), 64)
+    assert not decay._use_grid(None, 64)
+    big = np.arange(1 << 20, dtype=np.int64)  # 8 len(x) + 4096 > 2**22: the cap decides
+    big[-1] = (1 << 22) - 1
+    assert decay._use_grid(big, 1)
+    big[-1] = 1 << 22
+    assert not decay._use_grid(big, 1)
+
+
+def test_empty_distance_arrays_give_empty_results():
+    empty = np.array([], dtype=np.int64)
+    assert decay.ones_score(empty, 8).shape == (0,)
+    assert decay.roformer_bound(empty, 8).shape == (0,)
+    assert decay.exp_sum(empty, [1.0, 0.5]).shape == (0,)
+
+
+@pytest.mark.parametrize("lo", [0, 1000])
+@pytest.mark.parametrize("span", [1, 11, 100, 101, 4097])
+def test_grid_covers_the_span_at_the_cost_of_the_docstring(lo, span):
+    # E (n x A) and F (n x K) with A K >= span, A + K <= 2 ceil(sqrt(span)) exponentials per
+    # frequency, and (E^T F)[a, r] = sum_i exp(i (lo + a K + r) theta_i) (float64 sum here)
+    u = np.arange(lo, lo + span, dtype=np.int64)
+    freqs = np.array([1.0, 0.3, 1e-3])
+    e, f, offset, k = decay._grid(u, freqs)
+    a = e.shape[1]
+    assert offset == lo and f.shape == (3, k) and e.shape[0] == 3
+    assert a * k >= span and a + k <= 2 * int(np.ceil(np.sqrt(span)))
+    table = (e.T @ f).ravel()[u - lo]
+    direct = np.exp(1j * np.multiply.outer(u.astype(float), freqs)).sum(axis=1)
+    np.testing.assert_allclose(table, direct, rtol=0, atol=1e-12)
+
+
+def test_exp_sum_on_the_grid_with_a_span_of_eleven():
+    # 11 distances x 1500 frequencies = 16500 >= 2**14: the grid route, span 11 = 3 x 4 - 1
+    x = np.arange(11)
+    freqs = np.linspace(0.0, 2.0, 1500)
+    assert decay._use_grid(x, freqs.size)
+    direct = np.exp(1j * np.multiply.outer(x.astype(float), freqs)).sum(axis=1)
+    np.testing.assert_allclose(decay.exp_sum(x, freqs), direct, rtol=0, atol=1e-9)
+
+
+def test_direct_route_holds_one_block_of_the_table_at_a_time():
+    # 2**16 non-integer distances x 64 frequencies = 2**22 phases; the direct route works on
+    # blocks of 2**20 of them (8 MiB of float64); the whole table would be 32 MiB per array
+    import tracemalloc
+
+    x = np.arange(1 << 16) + 0.5
+    tracemalloc.start()
+    decay.ones_score(x, 128)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 24 * 2**20
+
+
+def test_gap_rms_windows_at_their_limits():
+    # the total may reach MAX_ELEMENTS = 2**27 distances exactly; a start may be 2**32 - 1
+    assert decay._windows([(0, 1 << 26), (1 << 26, 1 << 27)]) == [(0, 1 << 26), (1 << 26, 1 << 27)]
+    assert decay._windows([(2**32 - 1, 2**32)]) == [(2**32 - 1, 2**32)]
+    with pytest.raises(
+        ValueError, match=r"^windows\[0\] start must be an integer <= 4294967295, got 4294967296$"
+    ):
+        decay._windows([(2**32, 2**32 + 1)])
+    message = (
+        "the distances of windows would have 134217729 elements, more than rope_lib's "
+        "MAX_ELEMENTS = 134217728 (1 GiB of float64); use shorter windows"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        decay._windows([(0, 1 << 26), (0, (1 << 26) + 1)])
