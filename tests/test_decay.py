@@ -974,3 +974,12 @@ def test_gap_rms_windows_at_their_limits():
     )
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         decay._windows([(0, 1 << 26), (0, (1 << 26) + 1)])
+
+
+@pytest.mark.parametrize("base", [10.0, 1e4])
+@pytest.mark.parametrize("x", [9e-5, -5e-5, 1e-6])
+def test_integral_score_near_zero_matches_mpmath_ci(x, base):
+    # below |x| = 1e-4 the code uses a series; mpmath's Ci at 40 digits is the reference
+    xm, b = mp.mpf(abs(x)), mp.mpf(base)
+    expected = float((mp.ci(xm) - mp.ci(xm / b)) / mp.log(b))
+    assert decay.integral_score(x, 2, base) == pytest.approx(2 * expected, rel=0, abs=2e-15)
