@@ -983,3 +983,16 @@ def test_integral_score_near_zero_matches_mpmath_ci(x, base):
     xm, b = mp.mpf(abs(x)), mp.mpf(base)
     expected = float((mp.ci(xm) - mp.ci(xm / b)) / mp.log(b))
     assert decay.integral_score(x, 2, base) == pytest.approx(2 * expected, rel=0, abs=2e-15)
+
+
+def test_envelope_crossover_refusal_names_the_interval_and_the_inputs():
+    # alpha -> 1: x_c = (b / (P ln b))^(alpha / (alpha - 1)) is far beyond 1e15
+    message = "no crossover in [b/10, 1e15] for base 1.0001 and alpha 1.0001"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        decay.envelope_crossover(1.0001, 1.0001)
+
+
+@pytest.mark.parametrize("base", [1.5, 2.0, 10.0])
+def test_exponential_schedules_with_a_base_below_ten(base):
+    # any b > 1 is accepted: theta_t = b^-t
+    assert decay.schedule_theta(0.5, f"{base}^-t") == pytest.approx(base**-0.5, rel=1e-15)
