@@ -996,3 +996,81 @@ def test_envelope_crossover_refusal_names_the_interval_and_the_inputs():
 def test_exponential_schedules_with_a_base_below_ten(base):
     # any b > 1 is accepted: theta_t = b^-t
     assert decay.schedule_theta(0.5, f"{base}^-t") == pytest.approx(base**-0.5, rel=1e-15)
+
+
+def test_integer_distances_take_the_grid_and_others_the_direct_route(monkeypatch):
+    # the docstring's fast route for dense integers (integer dtype or whole floats): count the
+    # grids built; non-integer distances must be summed directly and correctly
+    calls = []
+    real_grid = decay._grid
+
+    def counting_grid(u, freqs):
+        calls.append(u.size)
+        return real_grid(u, freqs)
+
+    monkeypatch.setattr(decay, "_grid", counting_grid)
+    x = np.arange(2000)
+    decay.exp_sum(x, f64_theta(64))
+    decay.ones_score(x, 64)
+    decay.roformer_bound(x.astype(float), 64)
+    assert calls == [2000, 2000, 2000]
+    half = x + 0.5
+    got = decay.ones_score(half, 64)
+    assert len(calls) == 3
+    direct = 2.0 * np.cos(np.multiply.outer(half, f64_theta(64))).sum(axis=1)
+    np.testing.assert_allclose(got, direct, rtol=0, atol=1e-10)
+
+
+def test_roformer_bound_direct_route_for_arrays_and_2d_shapes():
+    x = np.array([[3.7, 250.5], [-1234.25, 0.5]])
+    got = decay.roformer_bound(x, 16)
+    assert got.shape == (2, 2)
+    for i, j in np.ndindex(2, 2):
+        assert got[i, j] == pytest.approx(mp_bound(x[i, j], 16), abs=1e-12)
+
+
+def test_schedule_integral_keeps_a_2d_shape():
+    x = np.array([[0.7, 10.0], [40.0, 300.0]])
+    got = decay.schedule_integral(x, "t^2")
+    assert got.shape == (2, 2)
+    for i, j in np.ndindex(2, 2):
+        assert got[i, j] == pytest.approx(mp_power_integral(x[i, j], 2.0), abs=1e-10)
+
+
+def test_scalar_inputs_give_numpy_scalars_and_arrays_stay_arrays():
+    assert type(decay.ones_score(3, 8)) is np.float64
+    assert type(decay.ones_score(3.5, 8)) is np.float64
+    assert type(decay.exp_sum(3, [1.0])) is np.complex128
+    assert type(decay.ones_score([3], 8)) is np.ndarray
+
+
+def test_gap_rms_default_base_and_another_base_against_float64_and_mpmath():
+    from scipy.special import sici
+
+    x = np.arange(100, 200)
+    for base, kwargs in ((1e4, {}), (500.0, {"base": 500.0})):
+        g = 2 * np.cos(np.multiply.outer(x.astype(float), f64_theta(8, base))).sum(axis=1)
+        integral = 8 * (sici(x)[1] - sici(x / base)[1]) / np.log(base)
+        nu = np.clip(8 / (2 * np.log(base)) * np.log(x / (np.pi * 8 / (2 * np.log(base)))), 0, 4)
+        rms, model = decay.gap_rms([(100, 200)], 8, **kwargs)
+        assert rms[0] == pytest.approx(np.sqrt(np.mean((g - integral) ** 2)), rel=1e-10)
+        assert model[0] == pytest.approx(np.sqrt(np.mean(2 * nu)), rel=1e-12)
+
+
+def test_undersampled_terms_default_base_and_zero_distance():
+    import warnings
+
+    # nu(x) = clip(d / (2 ln b) ln(x / x_*), 0, d/2), x_* = pi d / (2 ln b); b = 1e4 by default
+    x, d, lb = 5000.0, 64, np.log(1e4)
+    expected = d / (2 * lb) * np.log(x / (np.pi * d / (2 * lb)))
+    assert decay.undersampled_terms(x, d) == pytest.approx(expected, rel=1e-14)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # log(0) = -inf is clipped to 0 without a warning
+        assert decay.undersampled_terms(0, d) == 0.0
+
+
+def test_schedule_theta_accepts_t_equal_to_one_and_refuses_beyond_with_this_text():
+    assert decay.schedule_theta(1.0, "t^2") == 1.0
+    assert decay.schedule_theta(1.0, "100^-t") == pytest.approx(0.01, rel=1e-15)
+    with pytest.raises(ValueError, match=r"^t must lie in \[0, 1\]$"):
+        decay.schedule_theta(1.0 + 1e-12, "t^2")
