@@ -8,6 +8,8 @@ expectations of Gaussian vectors.
 
 from __future__ import annotations
 
+import re
+
 import mpmath as mp
 import numpy as np
 import pytest
@@ -788,3 +790,287 @@ def test_monte_carlo_n_samples_cap_bounds_the_whole_call():
     cap = MAX_ELEMENTS // (8 * (8 + 3))
     with pytest.raises(ValueError, match="n_samples"):
         monte_carlo_score([0, 3, 100], 8, n_samples=cap + 1)
+
+
+# ---------------------------------------------------------------------------------- mutation testing
+# Issue 22: tests that pin what tools/mutation.py found unpinned. Expected values are written
+# out here (float64 rotation matrices, documented defaults, the exact refusal texts).
+def mc_scores(q, k, x, d, base=10000.0):
+    """Sample scores q_s^T R_x k_s from explicit rotation matrices, shape (n_samples, len(x))."""
+    rot = np.array([rotation(v, d, base) for v in np.ravel(x)])
+    return np.einsum("si,xij,sj->sx", q, rot, k)
+
+
+def test_monte_carlo_correlated_samples_are_rho_q_plus_noise():
+    # two samples: mean -+ stderr are the two scores, with k = rho q + sqrt(1 - rho^2) e
+    d, x, seed, rho = 8, 13, 5, 0.6
+    rng = np.random.default_rng(seed)
+    q, e = rng.standard_normal((2, d)), rng.standard_normal((2, d))
+    k = rho * q + 0.8 * e  # sqrt(1 - 0.36) = 0.8
+    scores = np.sort(mc_scores(q, k, [x], d)[:, 0])
+    mean, err = decay.monte_carlo_score([x], d, kind="correlated", n_samples=2, rho=rho, seed=seed)
+    np.testing.assert_allclose([mean[0] - err[0], mean[0] + err[0]], scores, atol=1e-12)
+
+
+def test_monte_carlo_defaults_are_2000_independent_samples_of_seed_0():
+    d, x = 4, np.array([0.0, 3.0, 250.0])
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal((2000, d)), rng.standard_normal((2000, d))
+    scores = mc_scores(q, k, x, d)
+    mean, err = decay.monte_carlo_score(x, d)
+    np.testing.assert_allclose(mean, scores.mean(axis=0), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(err, scores.std(axis=0, ddof=1) / np.sqrt(2000), rtol=1e-12)
+
+
+def test_monte_carlo_keeps_the_shape_of_a_2d_distance_array():
+    d, x, seed = 4, np.array([[0.0, 1.0, 2.0], [5.0, 8.0, 13.5]]), 2
+    rng = np.random.default_rng(seed)
+    q, k = rng.standard_normal((3, d)), rng.standard_normal((3, d))
+    scores = mc_scores(q, k, x, d)
+    mean, err = decay.monte_carlo_score(x, d, n_samples=3, seed=seed)
+    assert mean.shape == err.shape == (2, 3)
+    np.testing.assert_allclose(mean, scores.mean(axis=0).reshape(2, 3), atol=1e-12)
+    np.testing.assert_allclose(
+        err, (scores.std(axis=0, ddof=1) / np.sqrt(3)).reshape(2, 3), rtol=1e-12
+    )
+
+
+def test_monte_carlo_n_samples_refusal_text():
+    # d + len(distance) = 8 + 2 = 10; cap 2**27 // (8 * 10) = 1677721
+    message = (
+        "n_samples must be an integer <= 1677721, got 1000000000; the call's working arrays "
+        "hold about 8 x n_samples x (d + len(distance)) = 8 x n_samples x 10 numbers, at most "
+        "rope_lib's MAX_ELEMENTS = 134217728; average several calls with different seeds for more"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        decay.monte_carlo_score([0, 1], 8, n_samples=10**9)
+
+
+def test_monte_carlo_n_samples_cap_is_at_least_two(monkeypatch):
+    # with a limit of 1000 numbers and 8 x (2 + 60) = 496 per sample, 1000 // 496 = 2 samples fit
+    monkeypatch.setattr(decay, "MAX_ELEMENTS", 1000)
+    with pytest.raises(ValueError, match=r"^n_samples must be an integer <= 2, got 3; "):
+        decay.monte_carlo_score(np.arange(60), 2, n_samples=3)
+    assert decay.monte_carlo_score(np.arange(60), 2, n_samples=2)[0].shape == (60,)
+
+
+def test_monte_carlo_table_and_phase_limits_name_what_is_too_large(monkeypatch):
+    # a limit of 1000 elements (rope_lib._validate reads its own MAX_ELEMENTS at call time)
+    from rope_lib import _validate
+
+    monkeypatch.setattr(_validate, "MAX_ELEMENTS", 1000)
+    table = (
+        "the table of scores (n_samples x len(distance)) would have 1200 elements, more than "
+        "rope_lib's MAX_ELEMENTS = 1000"
+    )
+    with pytest.raises(
+        ValueError,
+        match=f"^{re.escape(table)} .*; lower n_samples or pass fewer distances per call$",
+    ):
+        decay.monte_carlo_score(np.arange(40), 2, n_samples=30)  # 30 x 40
+    phases = "the phases (d/2 x len(distance)) would have 1280 elements, more than rope_lib's"
+    with pytest.raises(ValueError, match=f"^{re.escape(phases)}.*; pass fewer distances$"):
+        decay.monte_carlo_score(np.arange(40), 64, n_samples=2)  # 32 x 40
+    assert decay.monte_carlo_score(np.arange(40), 50, n_samples=2)[0].shape == (40,)  # 25 x 40
+
+
+@pytest.mark.parametrize(
+    "alpha, x", [(0.8, 12.78), (0.8, 16.0), (1.5, 16.0), (4.0, 16.0), (2.0, 10.0), (0.3, 7.5)]
+)
+def test_power_schedule_integral_up_to_x16_reaches_its_1e13_tolerance(alpha, x):
+    # up to x = 16 the plain quadrature in t runs with epsabs = 1e-13 (mpmath's 1F2 reference)
+    got = decay.schedule_integral(x, f"t^{alpha}")
+    assert got == pytest.approx(mp_power_integral(x, alpha), rel=0, abs=1e-13)
+
+
+@pytest.mark.parametrize("x", [40.0, 300.0, 5000.0])
+def test_power_schedule_integral_below_one_with_a_non_integer_exponent(x):
+    # alpha = 0.8: u^(1/alpha - 1) = u^0.25 (alpha = 0.5 gives u^1, where u ** 1 = u * 1)
+    got = decay.schedule_integral(x, "t^0.8")
+    assert got == pytest.approx(mp_power_integral(x, 0.8), rel=0, abs=1e-10)
+
+
+def test_fast_route_rule_at_its_boundaries():
+    # the rule of _use_grid: the grid when the table len(x) * n_freqs has at least 2**14
+    # entries and the span of |x| is at most min(2**22, 8 len(x) + 4096)
+    n = 1 << 14
+    limit = 8 * n + 4096
+    at = np.arange(n, dtype=np.int64)
+    at[-1] = limit - 1  # span = limit
+    over = at.copy()
+    over[-1] = limit  # span = limit + 1
+    assert decay._use_grid(at, 1)
+    assert not decay._use_grid(over, 1)
+    assert decay._use_grid(at + 10**6, 1)  # the span runs from the smallest |x|, not from 0
+    assert decay._use_grid(-at, 1)
+    assert decay._use_grid(np.arange(1024), 16)  # a table of exactly 2**14 entries
+    assert not decay._use_grid(np.arange(1023), 16)
+    assert not decay._use_grid(np.arange(10), 1)
+    assert not decay._use_grid(np.array([], dtype=np.int64), 64)
+    assert not decay._use_grid(None, 64)
+    big = np.arange(1 << 20, dtype=np.int64)  # 8 len(x) + 4096 > 2**22: the cap decides
+    big[-1] = (1 << 22) - 1
+    assert decay._use_grid(big, 1)
+    big[-1] = 1 << 22
+    assert not decay._use_grid(big, 1)
+
+
+def test_empty_distance_arrays_give_empty_results():
+    empty = np.array([], dtype=np.int64)
+    assert decay.ones_score(empty, 8).shape == (0,)
+    assert decay.roformer_bound(empty, 8).shape == (0,)
+    assert decay.exp_sum(empty, [1.0, 0.5]).shape == (0,)
+
+
+@pytest.mark.parametrize("lo", [0, 1000])
+@pytest.mark.parametrize("span", [1, 11, 100, 101, 4097])
+def test_grid_covers_the_span_at_the_cost_of_the_docstring(lo, span):
+    # E (n x A) and F (n x K) with A K >= span, A + K <= 2 ceil(sqrt(span)) exponentials per
+    # frequency, and (E^T F)[a, r] = sum_i exp(i (lo + a K + r) theta_i) (float64 sum here)
+    u = np.arange(lo, lo + span, dtype=np.int64)
+    freqs = np.array([1.0, 0.3, 1e-3])
+    e, f, offset, k = decay._grid(u, freqs)
+    a = e.shape[1]
+    assert offset == lo and f.shape == (3, k) and e.shape[0] == 3
+    assert a * k >= span and a + k <= 2 * int(np.ceil(np.sqrt(span)))
+    table = (e.T @ f).ravel()[u - lo]
+    direct = np.exp(1j * np.multiply.outer(u.astype(float), freqs)).sum(axis=1)
+    np.testing.assert_allclose(table, direct, rtol=0, atol=1e-12)
+
+
+def test_exp_sum_on_the_grid_with_a_span_of_eleven():
+    # 11 distances x 1500 frequencies = 16500 >= 2**14: the grid route, span 11 = 3 x 4 - 1
+    x = np.arange(11)
+    freqs = np.linspace(0.0, 2.0, 1500)
+    assert decay._use_grid(x, freqs.size)
+    direct = np.exp(1j * np.multiply.outer(x.astype(float), freqs)).sum(axis=1)
+    np.testing.assert_allclose(decay.exp_sum(x, freqs), direct, rtol=0, atol=1e-9)
+
+
+def test_direct_route_holds_one_block_of_the_table_at_a_time():
+    # 2**16 non-integer distances x 64 frequencies = 2**22 phases; the direct route works on
+    # blocks of 2**20 of them (8 MiB of float64); the whole table would be 32 MiB per array
+    import tracemalloc
+
+    x = np.arange(1 << 16) + 0.5
+    tracemalloc.start()
+    decay.ones_score(x, 128)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 24 * 2**20
+
+
+def test_gap_rms_windows_at_their_limits():
+    # the total may reach MAX_ELEMENTS = 2**27 distances exactly; a start may be 2**32 - 1
+    assert decay._windows([(0, 1 << 26), (1 << 26, 1 << 27)]) == [(0, 1 << 26), (1 << 26, 1 << 27)]
+    assert decay._windows([(2**32 - 1, 2**32)]) == [(2**32 - 1, 2**32)]
+    with pytest.raises(
+        ValueError, match=r"^windows\[0\] start must be an integer <= 4294967295, got 4294967296$"
+    ):
+        decay._windows([(2**32, 2**32 + 1)])
+    message = (
+        "the distances of windows would have 134217729 elements, more than rope_lib's "
+        "MAX_ELEMENTS = 134217728 (1 GiB of float64); use shorter windows"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        decay._windows([(0, 1 << 26), (0, (1 << 26) + 1)])
+
+
+@pytest.mark.parametrize("base", [10.0, 1e4])
+@pytest.mark.parametrize("x", [9e-5, -5e-5, 1e-6])
+def test_integral_score_near_zero_matches_mpmath_ci(x, base):
+    # below |x| = 1e-4 the code uses a series; mpmath's Ci at 40 digits is the reference
+    xm, b = mp.mpf(abs(x)), mp.mpf(base)
+    expected = float((mp.ci(xm) - mp.ci(xm / b)) / mp.log(b))
+    assert decay.integral_score(x, 2, base) == pytest.approx(2 * expected, rel=0, abs=2e-15)
+
+
+def test_envelope_crossover_refusal_names_the_interval_and_the_inputs():
+    # alpha -> 1: x_c = (b / (P ln b))^(alpha / (alpha - 1)) is far beyond 1e15
+    message = "no crossover in [b/10, 1e15] for base 1.0001 and alpha 1.0001"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        decay.envelope_crossover(1.0001, 1.0001)
+
+
+@pytest.mark.parametrize("base", [1.5, 2.0, 10.0])
+def test_exponential_schedules_with_a_base_below_ten(base):
+    # any b > 1 is accepted: theta_t = b^-t
+    assert decay.schedule_theta(0.5, f"{base}^-t") == pytest.approx(base**-0.5, rel=1e-15)
+
+
+def test_integer_distances_take_the_grid_and_others_the_direct_route(monkeypatch):
+    # the docstring's fast route for dense integers (integer dtype or whole floats): count the
+    # grids built; non-integer distances must be summed directly and correctly
+    calls = []
+    real_grid = decay._grid
+
+    def counting_grid(u, freqs):
+        calls.append(u.size)
+        return real_grid(u, freqs)
+
+    monkeypatch.setattr(decay, "_grid", counting_grid)
+    x = np.arange(2000)
+    decay.exp_sum(x, f64_theta(64))
+    decay.ones_score(x, 64)
+    decay.roformer_bound(x.astype(float), 64)
+    assert calls == [2000, 2000, 2000]
+    half = x + 0.5
+    got = decay.ones_score(half, 64)
+    assert len(calls) == 3
+    direct = 2.0 * np.cos(np.multiply.outer(half, f64_theta(64))).sum(axis=1)
+    np.testing.assert_allclose(got, direct, rtol=0, atol=1e-10)
+
+
+def test_roformer_bound_direct_route_for_arrays_and_2d_shapes():
+    x = np.array([[3.7, 250.5], [-1234.25, 0.5]])
+    got = decay.roformer_bound(x, 16)
+    assert got.shape == (2, 2)
+    for i, j in np.ndindex(2, 2):
+        assert got[i, j] == pytest.approx(mp_bound(x[i, j], 16), abs=1e-12)
+
+
+def test_schedule_integral_keeps_a_2d_shape():
+    x = np.array([[0.7, 10.0], [40.0, 300.0]])
+    got = decay.schedule_integral(x, "t^2")
+    assert got.shape == (2, 2)
+    for i, j in np.ndindex(2, 2):
+        assert got[i, j] == pytest.approx(mp_power_integral(x[i, j], 2.0), abs=1e-10)
+
+
+def test_scalar_inputs_give_numpy_scalars_and_arrays_stay_arrays():
+    assert type(decay.ones_score(3, 8)) is np.float64
+    assert type(decay.ones_score(3.5, 8)) is np.float64
+    assert type(decay.exp_sum(3, [1.0])) is np.complex128
+    assert type(decay.ones_score([3], 8)) is np.ndarray
+
+
+def test_gap_rms_default_base_and_another_base_against_float64_and_mpmath():
+    from scipy.special import sici
+
+    x = np.arange(100, 200)
+    for base, kwargs in ((1e4, {}), (500.0, {"base": 500.0})):
+        g = 2 * np.cos(np.multiply.outer(x.astype(float), f64_theta(8, base))).sum(axis=1)
+        integral = 8 * (sici(x)[1] - sici(x / base)[1]) / np.log(base)
+        nu = np.clip(8 / (2 * np.log(base)) * np.log(x / (np.pi * 8 / (2 * np.log(base)))), 0, 4)
+        rms, model = decay.gap_rms([(100, 200)], 8, **kwargs)
+        assert rms[0] == pytest.approx(np.sqrt(np.mean((g - integral) ** 2)), rel=1e-10)
+        assert model[0] == pytest.approx(np.sqrt(np.mean(2 * nu)), rel=1e-12)
+
+
+def test_undersampled_terms_default_base_and_zero_distance():
+    import warnings
+
+    # nu(x) = clip(d / (2 ln b) ln(x / x_*), 0, d/2), x_* = pi d / (2 ln b); b = 1e4 by default
+    x, d, lb = 5000.0, 64, np.log(1e4)
+    expected = d / (2 * lb) * np.log(x / (np.pi * d / (2 * lb)))
+    assert decay.undersampled_terms(x, d) == pytest.approx(expected, rel=1e-14)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # log(0) = -inf is clipped to 0 without a warning
+        assert decay.undersampled_terms(0, d) == 0.0
+
+
+def test_schedule_theta_accepts_t_equal_to_one_and_refuses_beyond_with_this_text():
+    assert decay.schedule_theta(1.0, "t^2") == 1.0
+    assert decay.schedule_theta(1.0, "100^-t") == pytest.approx(0.01, rel=1e-15)
+    with pytest.raises(ValueError, match=r"^t must lie in \[0, 1\]$"):
+        decay.schedule_theta(1.0 + 1e-12, "t^2")
