@@ -158,6 +158,23 @@ def clear_caches() -> None:
         cache.cache_clear()
 
 
+def _switch(name: str, unset: str, *, off: str, on: str) -> bool:
+    """The on/off switch ``name`` of the environment: "1" is on, "0" off, unset ``unset``.
+
+    Raises
+    ------
+    ValueError
+        The variable set to anything other than "0" or "1"; the message names it and says
+        what each value does (``off``, ``on``).
+    """
+    value = os.environ.get(name, unset)
+    if value not in ("0", "1"):
+        raise ValueError(
+            f"the environment variable {name} must be 0 ({off}) or 1 ({on}), got {value!r}"
+        )
+    return value == "1"
+
+
 # -------------------------------------------------------------------------- huge pages
 
 #: ``ROPE_LIB_HUGE_PAGES=1`` switches the huge-page hint on ("0", the default: off).
@@ -176,10 +193,7 @@ def huge_pages() -> bool:
     ValueError
         ``ROPE_LIB_HUGE_PAGES`` set to anything other than "0" or "1".
     """
-    setting = os.environ.get(HUGE_PAGE_ENV, "0")
-    if setting not in ("0", "1"):
-        raise ValueError(f"{HUGE_PAGE_ENV} must be '0' or '1' (unset: '0'), got {setting!r}")
-    return setting == "1"
+    return _switch(HUGE_PAGE_ENV, "0", off="no hint, the default", on="the hint")
 
 
 @functools.cache
@@ -533,13 +547,8 @@ def enabled() -> bool:
     ValueError
         ``ROPE_LIB_FUSED`` set to anything other than "0" or "1".
     """
-    value = os.environ.get(FUSED_ENV, "1")
-    if value not in ("0", "1"):
-        raise ValueError(
-            f"the environment variable {FUSED_ENV} must be 0 (eager torch route) or 1 "
-            f"(the fused half-layout kernel, the default), got {value!r}"
-        )
-    return FUSED_ENABLED and value == "1"
+    on = _switch(FUSED_ENV, "1", off="eager torch route", on="the fused kernel, the default")
+    return FUSED_ENABLED and on
 
 
 def _tag() -> str:

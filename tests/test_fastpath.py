@@ -511,7 +511,10 @@ def test_huge_page_hint_is_off_by_default_and_switched_on_by_the_environment(mon
     apply_rope(x, pos, layout="half")
     assert len(calls) == 1
     monkeypatch.setenv(_fastpath.HUGE_PAGE_ENV, "yes")
-    with pytest.raises(ValueError, match=r"ROPE_LIB_HUGE_PAGES must be '0' or '1'"):
+    with pytest.raises(
+        ValueError,
+        match=r"ROPE_LIB_HUGE_PAGES must be 0 \(no hint.*\) or 1 \(the hint\), got 'yes'",
+    ):
         apply_rope(x, pos, layout="half")
 
 
