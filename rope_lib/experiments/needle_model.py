@@ -101,10 +101,14 @@ _EVAL_CHUNK = 256
 _MAX_SHIFT = 1024
 
 
-@dataclass(frozen=True)
-class NeedleConfig:
-    r"""Everything that shapes a run of experiment 2 (the task, the model, training, evaluation,
-    and the sweep's bases and seeds).
+@dataclass(frozen=True, kw_only=True)
+class NeedleConfig(nt.NeedleTask):
+    r"""Everything that shapes a run of experiment 2: the task, and the model, training,
+    evaluation and the sweep's bases and seeds.
+
+    A configuration is a :class:`~rope_lib.experiments.needle_task.NeedleTask` with more
+    fields: it inherits the task's fields and their checks, and :attr:`task` gives the task
+    alone.  Every field but ``context_length`` is passed by keyword.
 
     Attributes
     ----------
@@ -149,7 +153,6 @@ class NeedleConfig:
     """
 
     name: str
-    context_length: int
     bin_edges: tuple[int, ...]
     bases: tuple[float, ...]
     seeds: tuple[int, ...]
@@ -158,13 +161,6 @@ class NeedleConfig:
     n_layers: int = 2
     mlp_ratio: int = 2
     attention_bias: bool = False
-    n_needles: int = 8
-    n_queries: int = 2
-    n_filler: int = 32
-    n_keys: int = 32
-    n_values: int = 32
-    filler_sharpness: float = 3.0
-    filler_lag: int = 1
     steps: int = 3000
     batch_size: int = 32
     warmup: int = 100
@@ -179,6 +175,7 @@ class NeedleConfig:
     shift: int = 8
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise ValueError(f"name must be an identifier such as 'smoke', got {self.name!r}")
         v: dict[str, Any] = {
@@ -223,18 +220,6 @@ class NeedleConfig:
             )
         for key, value in v.items():
             object.__setattr__(self, key, value)
-        task = nt.NeedleTask(
-            context_length=self.context_length,
-            n_needles=self.n_needles,
-            n_queries=self.n_queries,
-            n_filler=self.n_filler,
-            n_keys=self.n_keys,
-            n_values=self.n_values,
-            filler_sharpness=self.filler_sharpness,
-            filler_lag=self.filler_lag,
-        )
-        for f in dataclasses.fields(task):
-            object.__setattr__(self, f.name, getattr(task, f.name))
         shortest = 3 * self.n_queries + 2 * self.n_needles + 1
         if self.curriculum_steps and not shortest <= self.curriculum_length <= self.context_length:
             raise ValueError(
@@ -242,7 +227,7 @@ class NeedleConfig:
                 f"one filler token and the queries must fit, and the first stage is not longer "
                 f"than context_length), got {self.curriculum_length}"
             )
-        edges = nt.distance_bins(task, _seq(self.bin_edges, "bin_edges"))
+        edges = nt.distance_bins(self.task, _seq(self.bin_edges, "bin_edges"))
         object.__setattr__(self, "bin_edges", tuple(int(e) for e in edges))
         if self.batch_size * self.context_length > _MAX_BATCH_TOKENS:
             raise ValueError(
@@ -257,16 +242,8 @@ class NeedleConfig:
 
     def task_at(self, context_length: int) -> nt.NeedleTask:
         """The task at another context length (the curriculum's first stage)."""
-        return nt.NeedleTask(
-            context_length=context_length,
-            n_needles=self.n_needles,
-            n_queries=self.n_queries,
-            n_filler=self.n_filler,
-            n_keys=self.n_keys,
-            n_values=self.n_values,
-            filler_sharpness=self.filler_sharpness,
-            filler_lag=self.filler_lag,
-        )
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(nt.NeedleTask)}
+        return nt.NeedleTask(**(fields | {"context_length": context_length}))
 
     def runs(self) -> list[tuple[float, int]]:
         """Every run as ``(base, seed)``."""
@@ -287,6 +264,19 @@ def _seq(values: Any, name: str) -> tuple:
     return tuple(values)
 
 
+#: What the smoke and the full configuration share: the task's shape and the training recipe
+#: the pilots settled on (branch ``exp2``), a first curriculum stage of 24 tokens included.
+_RECIPE: dict[str, Any] = {
+    "n_needles": 4,
+    "n_queries": 4,
+    "filler_lag": 2,
+    "warmup": 0,
+    "lr": 1e-3,
+    "lr_schedule": "constant",
+    "filler_weight": 0.0,
+    "curriculum_length": 24,
+}
+
 NEEDLE_CONFIGS: dict[str, NeedleConfig] = {
     "smoke": NeedleConfig(
         name="smoke",
@@ -297,21 +287,14 @@ NEEDLE_CONFIGS: dict[str, NeedleConfig] = {
         head_dim=8,
         n_heads=2,
         n_layers=2,
-        n_needles=4,
         n_keys=8,
         n_values=8,
-        n_queries=4,
         n_filler=8,
-        filler_lag=2,
         steps=30,
         batch_size=8,
-        warmup=0,
-        lr=1e-3,
-        lr_schedule="constant",
-        filler_weight=0.0,
         curriculum_steps=10,
-        curriculum_length=24,
         eval_per_bin=16,
+        **_RECIPE,
     ),
     "full": NeedleConfig(
         name="full",
@@ -319,18 +302,11 @@ NEEDLE_CONFIGS: dict[str, NeedleConfig] = {
         bin_edges=(3, 5, 9, 13, 17, 25, 33, 49, 54),
         bases=(10.0, 20.0, 30.0, 100.0, 1e4),
         seeds=(0, 1, 2, 3, 4),
-        n_needles=4,
-        n_queries=4,
         n_keys=16,
         n_values=16,
-        filler_lag=2,
         steps=8000,
-        warmup=0,
-        lr=1e-3,
-        lr_schedule="constant",
-        filler_weight=0.0,
         curriculum_steps=6000,
-        curriculum_length=24,
+        **_RECIPE,
     ),
 }
 
