@@ -282,21 +282,9 @@ def symbolic_rotation_matrix(
             f"entries), got {d}; use rotation_matrix for numbers"
         )
     layout = _check_layout(layout)
-    if not isinstance(symbol, str) or not symbol.isidentifier():
-        raise TypeError(
-            f"symbol must be a str that is a Python identifier (the stem of the frequency "
-            f"symbols, e.g. 'theta'), got {_describe(symbol)}"
-        )
-    if isinstance(m, str):
-        if not m.isidentifier():
-            raise ValueError(
-                f"m must be a sympy expression or a str that names a symbol (a Python "
-                f"identifier such as 'm'), got {m!r:.80}"
-            )
-        m = sp.Symbol(m, real=True)
-    if not isinstance(m, sp.Expr):
-        raise TypeError(f"m must be a sympy expression or a str, got {_describe(m)}")
-    thetas = sp.symbols(f"{symbol}_0:{d // 2}", real=True)
+    from .symbolic import _symbolic_inputs
+
+    m, thetas = _symbolic_inputs(m, d, symbol, "m")
     R = sp.zeros(d, d)
     for i, th in enumerate(thetas):
         a, b = (2 * i, 2 * i + 1) if layout == "interleaved" else (i, i + d // 2)

@@ -647,20 +647,9 @@ def symbolic_encoding(
     """
     d = check_dim(d)
     layout = _check_layout(layout)
-    if not (isinstance(symbol, str) and symbol.isidentifier()):
-        raise TypeError(
-            f"symbol must be a str that is a Python identifier (the stem of theta_0, ...), "
-            f"got {symbol!r}"
-        )
-    if isinstance(position, str):
-        if not position.isidentifier():
-            raise ValueError(
-                f"position must be a sympy expression or a str that names a symbol, got {position!r}"
-            )
-        position = sp.Symbol(position, real=True)
-    if not isinstance(position, sp.Expr):
-        raise TypeError(f"position must be a sympy expression or a str, got {position!r}")
-    thetas = sp.symbols(f"{symbol}_0:{d // 2}", real=True)
+    from .symbolic import _symbolic_inputs
+
+    position, thetas = _symbolic_inputs(position, d, symbol, "position")
     entries = []
     for th in thetas:
         pair = [sp.sin(position * th), sp.cos(position * th)]
