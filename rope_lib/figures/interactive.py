@@ -287,21 +287,19 @@ def _compute_rotation_2d(v: dict) -> dict:
     }
 
 
+def _distance_curve(v: dict, fn, title: str, ylabel: str, label: str, readout: str) -> dict:
+    """One panel: ``fn(x, d, base)`` over the distances ``x = 0 .. max_distance``."""
+    x = np.arange(v["max_distance"] + 1)
+    curve = (label, x, fn(x, v["d"], v["base"]))
+    return {"panels": [_lines(title, "relative distance x", ylabel, [curve])], "readout": readout}
+
+
 def _compute_ones_score(v: dict) -> dict:
     from ..decay import ones_score
 
-    x = np.arange(v["max_distance"] + 1)
-    return {
-        "panels": [
-            _lines(
-                "RoPE score of q = k = ones",
-                "relative distance x",
-                "score 2 Σ cos(x θ_i)",
-                [("score", x, ones_score(x, v["d"], v["base"]))],
-            )
-        ],
-        "readout": f"d = {v['d']}, base = {_fmt(v['base'])}: score at x = 0 is d = {v['d']}",
-    }
+    readout = f"d = {v['d']}, base = {_fmt(v['base'])}: score at x = 0 is d = {v['d']}"
+    title = "RoPE score of q = k = ones"
+    return _distance_curve(v, ones_score, title, "score 2 Σ cos(x θ_i)", "score", readout)
 
 
 def _compute_schedules(v: dict) -> dict:
@@ -328,18 +326,9 @@ def _compute_schedules(v: dict) -> dict:
 def _compute_roformer_bound(v: dict) -> dict:
     from ..decay import roformer_bound
 
-    x = np.arange(v["max_distance"] + 1)
-    return {
-        "panels": [
-            _lines(
-                "RoFormer's relative upper bound",
-                "relative distance x",
-                "(1/(d/2)) Σ_j |S_j|",
-                [("bound", x, roformer_bound(x, v["d"], v["base"]))],
-            )
-        ],
-        "readout": f"d = {v['d']}, base = {_fmt(v['base'])}",
-    }
+    readout = f"d = {v['d']}, base = {_fmt(v['base'])}"
+    title = "RoFormer's relative upper bound"
+    return _distance_curve(v, roformer_bound, title, "(1/(d/2)) Σ_j |S_j|", "bound", readout)
 
 
 def _compute_similarity_margin(v: dict) -> dict:
@@ -416,9 +405,7 @@ def render_matplotlib(data: dict, title: str | None = None):
     fig, axes = new_figure(ncols=len(panels), width=4.6 * len(panels), height=3.8)
     axes = np.atleast_1d(axes)
     for ax, panel in zip(axes, panels, strict=True):
-        ax.set_title(panel["title"])
-        ax.set_xlabel(panel["xlabel"])
-        ax.set_ylabel(panel["ylabel"])
+        ax.set(title=panel["title"], xlabel=panel["xlabel"], ylabel=panel["ylabel"])
         if panel["kind"] == "lines":
             for k, s in enumerate(panel["series"]):
                 style = line_style(k)
