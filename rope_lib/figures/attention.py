@@ -122,8 +122,7 @@ def plot_reordering_weights(
                     fontsize=10,
                     color="black" if value > 0.55 else "white",
                 )
-        ax.set_xlabel("key (attended word)")
-        ax.set_ylabel("query word")
+        ax.set(xlabel="key (attended word)", ylabel="query word")
         ax.set_title(f"\u201c{' '.join(run.words)}\u201d\n{titles[with_p]}", fontsize=10.5)
     fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight $A_{mn}$")
     return fig
@@ -180,8 +179,7 @@ def plot_token_output(
             )
         ax.axhline(0.0, color="black", lw=0.8)
         ax.set_xticks(coords, [f"$o_{{{i}}}$" for i in coords])
-        ax.set_xlabel(f"coordinate of the output of \u201c{token}\u201d")
-        ax.set_title(titles[with_p])
+        ax.set(xlabel=f"coordinate of the output of \u201c{token}\u201d", title=titles[with_p])
     axes[0].set_ylabel("value")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside upper center", ncols=2, frameon=False)

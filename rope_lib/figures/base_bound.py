@@ -61,9 +61,11 @@ def plot_similarity_margin(d: int = 128, base: float = 10000.0, max_distance: in
             label=f"horizon: first $B_m<0$ at m = {horizon}",
             **line_style(1),
         )
-    ax.set_xlabel("relative distance $m$")
-    ax.set_ylabel(r"$B_m = \sum_i \cos(m\theta_i)$")
-    ax.set_title(f"Similarity margin, d = {d}, base = {base:g}")
+    ax.set(
+        xlabel="relative distance $m$",
+        ylabel=r"$B_m = \sum_i \cos(m\theta_i)$",
+        title=f"Similarity margin, d = {d}, base = {base:g}",
+    )
     ax.legend(loc="upper right")
     return fig
 
@@ -200,9 +202,11 @@ def plot_horizon_vs_base(
             )
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("base $b$")
-    ax.set_ylabel("horizon: first $m$ with $B_m < 0$")
-    ax.set_title(f"The horizon is not monotone in the base (d = {d})")
+    ax.set(
+        xlabel="base $b$",
+        ylabel="horizon: first $m$ with $B_m < 0$",
+        title=f"The horizon is not monotone in the base (d = {d})",
+    )
     ax.legend(loc="upper left", fontsize=9)
     return fig
 
@@ -267,8 +271,10 @@ def plot_min_base_table(rows: Sequence[dict] | None = None, d: int = 128):
             )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("context length $L$")
-    ax.set_ylabel("smallest base $b$")
-    ax.set_title(f"Smallest base with $B_m \\geq 0$ for all $m < L$ (d = {d})")
+    ax.set(
+        xlabel="context length $L$",
+        ylabel="smallest base $b$",
+        title=f"Smallest base with $B_m \\geq 0$ for all $m < L$ (d = {d})",
+    )
     ax.legend(loc="upper left", fontsize=9)
     return fig

@@ -91,9 +91,11 @@ def plot_wavelengths(
             color="0.3",
         )
     ax.set_yscale("log")
-    ax.set_xlabel("pair index $i$")
-    ax.set_ylabel(r"wavelength $2\pi/\theta_i'$ (positions)")
-    ax.set_title(f"d = {d}, b = {base:g}, L = {original_context}, s = {factor:g}")
+    ax.set(
+        xlabel="pair index $i$",
+        ylabel=r"wavelength $2\pi/\theta_i'$ (positions)",
+        title=f"d = {d}, b = {base:g}, L = {original_context}, s = {factor:g}",
+    )
     ax.legend(loc="upper left", bbox_to_anchor=(0.04, 1.0))
     return fig
 
@@ -158,8 +160,10 @@ def plot_margins(
         color="0.3",
     )
     ax.set_xscale("log")
-    ax.set_xlabel("distance $m$")
-    ax.set_ylabel(r"running minimum of $B_m'$")
-    ax.set_title(f"d = {d}, b = {base:g}, L = {original_context}, s = {factor:g}")
+    ax.set(
+        xlabel="distance $m$",
+        ylabel=r"running minimum of $B_m'$",
+        title=f"d = {d}, b = {base:g}, L = {original_context}, s = {factor:g}",
+    )
     ax.legend(loc="upper right")
     return fig

@@ -115,9 +115,11 @@ def plot_counterexamples(d: int = 128, base: float = 10000.0, max_distance: int 
     fig, ax = new_figure()
     for k, (label, y) in enumerate(curves):
         ax.plot(x, y, label=label, **line_style(k))
-    ax.set_xlabel("relative distance $x$")
-    ax.set_ylabel("$g(x)/d$")
-    ax.set_title(f"All-ones score, d = {d}: three choices of the frequencies")
+    ax.set(
+        xlabel="relative distance $x$",
+        ylabel="$g(x)/d$",
+        title=f"All-ones score, d = {d}: three choices of the frequencies",
+    )
     fig.legend(loc="outside lower center", ncols=3)
     return fig
 
@@ -179,9 +181,7 @@ def plot_ones_score(
         from matplotlib.ticker import MaxNLocator
 
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # keep 5-digit tick labels apart
-        ax.set_xlabel("relative distance $x$")
-        ax.set_ylabel("$g(x)$")
-        ax.set_title(f"d = {d}, base = {base:g}")
+        ax.set(xlabel="relative distance $x$", ylabel="$g(x)$", title=f"d = {d}, base = {base:g}")
     handles = [*axes[0].get_legend_handles_labels()[0], *fig.axes[len(ds)].get_lines()]
     fig.legend(handles=handles, loc="outside lower center", ncols=2)
     return fig
@@ -297,9 +297,11 @@ def plot_quarter_period(
     )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("head dimension $d$")
-    ax.set_ylabel("quarter of the slowest period")
-    ax.set_title(f"Decay horizon against d, base = {base:g}")
+    ax.set(
+        xlabel="head dimension $d$",
+        ylabel="quarter of the slowest period",
+        title=f"Decay horizon against d, base = {base:g}",
+    )
     ax.legend(loc="lower right")
     return fig
 
@@ -324,8 +326,7 @@ def plot_sum_vs_integral(d: int = 128, base: float = 10000.0, max_distance: int 
         lw=1.8,
         **line_style(1),
     )
-    ax.set_ylabel("score")
-    ax.set_title(f"Sum against integral, d = {d}, base = {base:g}")
+    ax.set(ylabel="score", title=f"Sum against integral, d = {d}, base = {base:g}")
     ax.legend(loc="upper right")
     ax2.plot(x, g - integral, lw=0.6, label="sum - integral", **line_style(2))
     envelope = np.sqrt(2.0 * undersampled_terms(x, d, base))
@@ -339,8 +340,7 @@ def plot_sum_vs_integral(d: int = 128, base: float = 10000.0, max_distance: int 
         label=r"$x = \pi d / (2\ln b)$",
     )
     ax2.set_xscale("log")
-    ax2.set_xlabel("relative distance $x$")
-    ax2.set_ylabel("difference")
+    ax2.set(xlabel="relative distance $x$", ylabel="difference")
     ax2.legend(loc="upper left")
     return fig
 
@@ -427,8 +427,7 @@ def plot_schedules(
     what = "continuum" if d is None else f"d = {d}"
     for ax, rng in ((ax1, "short range"), (ax2, "long range")):
         ax.axhline(0.0, color="0.5", lw=0.8)
-        ax.set_xlabel("relative distance $x$")
-        ax.set_title(f"{rng} ({what})")
+        ax.set(xlabel="relative distance $x$", title=f"{rng} ({what})")
     ax1.set_ylabel("score per dimension")
     ax2.set_xscale("log")
     ax1.legend(loc="upper right")
@@ -450,9 +449,11 @@ def plot_roformer_bound(d: int = 128, base: float = 10000.0, max_distance: int =
         label=r"$\frac{1}{d/2}\sum_{j=1}^{d/2}|S_j|$",
         **line_style(0),
     )
-    ax.set_xlabel("relative distance $x$")
-    ax.set_ylabel("relative upper bound")
-    ax.set_title(f"Long-term decay of RoPE (RoFormer Fig. 2): d = {d}, base = {base:g}")
+    ax.set(
+        xlabel="relative distance $x$",
+        ylabel="relative upper bound",
+        title=f"Long-term decay of RoPE (RoFormer Fig. 2): d = {d}, base = {base:g}",
+    )
     ax.legend(loc="upper right")
     return fig
 
@@ -516,9 +517,11 @@ def plot_monte_carlo(
         )
         ax.plot(x, exact, lw=1.2, color=style["color"], linestyle=style["linestyle"])
     ax.plot([], [], color="0.3", label="exact expectation (lines)")
-    ax.set_xlabel("relative distance $x$")
-    ax.set_ylabel(r"$\mathbb{E}\,[q^\top R_x k]$")
-    ax.set_title(f"Expected RoPE score, d = {d}, {n_samples} samples")
+    ax.set(
+        xlabel="relative distance $x$",
+        ylabel=r"$\mathbb{E}\,[q^\top R_x k]$",
+        title=f"Expected RoPE score, d = {d}, {n_samples} samples",
+    )
     ax.legend(loc="upper right", fontsize=9)
     return fig
 
@@ -569,8 +572,7 @@ def plot_diagonal_h(d: int = 128, base: float = 10000.0, max_distance: int = 256
                 ha="center",
                 fontsize=9,
             )
-        ax.set_xlabel("relative distance $x$")
-        ax.set_title(label)
+        ax.set(xlabel="relative distance $x$", title=label)
         ax.legend(loc="best")
     for ax in axes:
         ax.set_ylabel("relative part of $p_m^\\top \\mathcal{H} p_n$")

@@ -97,9 +97,11 @@ def plot_recall_curves(
     ax.set_xscale("log")
     ax.set_xlim(1, span + 1)
     ax.set_ylim(0, 1)
-    ax.set_xlabel(r"distance $\Delta$ from the query to its target (tokens)")
-    ax.set_ylabel("recall accuracy (mean, 95% interval)")
-    ax.set_title(f"Recall by distance: {_cell_label(cur.cell)}, {cur.tokens} tokens evaluated")
+    ax.set(
+        xlabel=r"distance $\Delta$ from the query to its target (tokens)",
+        ylabel="recall accuracy (mean, 95% interval)",
+        title=f"Recall by distance: {_cell_label(cur.cell)}, {cur.tokens} tokens evaluated",
+    )
     ax.legend(loc="lower left", fontsize=8)
     return fig
 
@@ -169,8 +171,7 @@ def plot_window_edges(results: Any, edges: Sequence[WindowEdge] = EDGES):
             f"inside - outside {diff[0]:+.3f} ({diff[1]:+.3f} to {diff[2]:+.3f})",
             fontsize=9,
         )
-        ax.set_xlabel("base")
-        ax.set_ylabel("accuracy, farthest bin")
+        ax.set(xlabel="base", ylabel="accuracy, farthest bin")
         ax.legend(fontsize=8)
     return fig
 
@@ -200,13 +201,11 @@ def plot_learned_form(results: Any, cell: tuple, bases: Sequence[float] | None =
         ):
             right.plot(dist, form[part][i].mean(axis=0), color=style["color"], lw=lw,
                        linestyle=dash, label=label)  # fmt: skip
-    left.set_xlabel("pair i (0 fastest)")
-    left.set_ylabel("share of the amplitude $A_i$")
+    left.set(xlabel="pair i (0 fastest)", ylabel="share of the amplitude $A_i$")
     left.set_title(f"Learned amplitudes: {_cell_label(tuple(cell))}", fontsize=9)
     right.axhline(0, color="0.4", lw=0.8)
     right.set_xscale("log")
-    right.set_xlabel(r"distance $\Delta$ (tokens)")
-    right.set_ylabel(r"learned margin $\delta(\Delta)$")
+    right.set(xlabel=r"distance $\Delta$ (tokens)", ylabel=r"learned margin $\delta(\Delta)$")
     right.set_title("Learned margin and its sine part", fontsize=9)
     left.legend(fontsize=8)
     right.legend(fontsize=7)

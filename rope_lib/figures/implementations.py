@@ -92,15 +92,19 @@ def plot_layout_mismatch(
     ax.plot(x, original, label="original (interleaved)", linewidth=2.2, **line_style(0))
     ax.plot(x, converted, label="converted (half, rows permuted)", **line_style(2))
     ax.plot(x, forgotten, label="permutation forgotten (half)", **line_style(1))
-    ax.set_xlabel("distance $n - m$ (positions)")
-    ax.set_ylabel(r"score $q^\top R_{n-m} k$")
-    ax.set_title("scores of one query-key pair")
+    ax.set(
+        xlabel="distance $n - m$ (positions)",
+        ylabel=r"score $q^\top R_{n-m} k$",
+        title="scores of one query-key pair",
+    )
     ax.legend(loc="upper right")
     ax_err.semilogy(x, np.abs(converted - original) + 1e-17, label="converted", **line_style(2))
     ax_err.semilogy(x, np.abs(forgotten - original) + 1e-17, label="forgotten", **line_style(1))
-    ax_err.set_xlabel("distance $n - m$ (positions)")
-    ax_err.set_ylabel("|score - original score|")
-    ax_err.set_title("error (1e-17 added for the log scale)")
+    ax_err.set(
+        xlabel="distance $n - m$ (positions)",
+        ylabel="|score - original score|",
+        title="error (1e-17 added for the log scale)",
+    )
     ax_err.legend(loc="center right")
     fig.suptitle(f"Interleaved weights in a half-layout model, $d = {d}$, $b = {base:g}$")
     return fig
@@ -162,10 +166,8 @@ def plot_accuracy(
         )
         ax.set_xlabel("position $m$")
         ax.set_ylim(1e-9, 3.0)
-    ax_t.set_ylabel(r"max error of $\cos m\theta_i$, $\sin m\theta_i$")
-    ax_t.set_title("cos/sin tables")
-    ax_s.set_ylabel("relative score error")
-    ax_s.set_title("scores $q_m^\\top k_{m-1}$, float32")
+    ax_t.set(ylabel=r"max error of $\cos m\theta_i$, $\sin m\theta_i$", title="cos/sin tables")
+    ax_s.set(ylabel="relative score error", title="scores $q_m^\\top k_{m-1}$, float32")
     fig.legend(*ax_t.get_legend_handles_labels(), loc="outside lower center", ncols=5, fontsize=9)
     fig.suptitle(f"Accuracy of RoPE implementations, $d = {d}$, $b = {base:g}$")
     return fig

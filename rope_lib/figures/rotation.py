@@ -109,8 +109,10 @@ def plot_rotation_2d(
         ax.set_xlim(-r, r)
         ax.set_ylim(-r, r)
         ax.set_aspect("equal")
-        ax.set_xlabel("coordinate 0")
-        ax.set_ylabel("coordinate 1")
-        ax.set_title(f"$m = {m}$, $n = {n}$: score {float(qm @ kn):.4f}")
+        ax.set(
+            xlabel="coordinate 0",
+            ylabel="coordinate 1",
+            title=f"$m = {m}$, $n = {n}$: score {float(qm @ kn):.4f}",
+        )
     fig.suptitle(rf"RoPE in 2-D, $\theta = {theta_2d:g}$: the score depends on $n - m$")
     return fig

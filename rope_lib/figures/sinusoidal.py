@@ -94,17 +94,17 @@ def plot_inner_products(
         interpolation="nearest",
     )
     ax_map.grid(False)
-    ax_map.set_xlabel("position $n$")
-    ax_map.set_ylabel("position $m$")
-    ax_map.set_title(r"$\langle p_m, p_n\rangle$")
+    ax_map.set(xlabel="position $n$", ylabel="position $m$", title=r"$\langle p_m, p_n\rangle$")
     fig.colorbar(image, ax=ax_map, shrink=0.9)
 
     ax_curve.plot(distances, curve, label=r"$\langle p_0, p_x\rangle$", **line_style(0))
     ax_curve.axhline(half, label=r"maximum $d_\mathrm{model}/2$", linewidth=1.0, **line_style(1))
     ax_curve.axhline(0.0, color="0.5", linewidth=0.8)
-    ax_curve.set_xlabel("relative distance $x$ (positions)")
-    ax_curve.set_ylabel(r"$\langle p_0, p_x\rangle$")
-    ax_curve.set_title(r"row $m = 0$: $g(x)$")
+    ax_curve.set(
+        xlabel="relative distance $x$ (positions)",
+        ylabel=r"$\langle p_0, p_x\rangle$",
+        title=r"row $m = 0$: $g(x)$",
+    )
     ax_curve.set_ylim(min(-0.1 * half, curve.min() - 0.05 * half), 1.25 * half)
     ax_curve.legend(loc="upper right", ncols=2)
     fig.suptitle(rf"Sinusoidal encoding, $d_\mathrm{{model}} = {d}$, base $b = {base:g}$")
@@ -154,8 +154,10 @@ def plot_encoding(length: int = 128, d: int = 64, base: float = 10000.0) -> Figu
         interpolation="nearest",
     )
     ax.grid(False)
-    ax.set_xlabel("dimension (column $2i$: sin, $2i+1$: cos)")
-    ax.set_ylabel("position $m$")
-    ax.set_title(rf"Sinusoidal encoding $p_m$, $d_\mathrm{{model}} = {d}$, base $b = {base:g}$")
+    ax.set(
+        xlabel="dimension (column $2i$: sin, $2i+1$: cos)",
+        ylabel="position $m$",
+        title=rf"Sinusoidal encoding $p_m$, $d_\mathrm{{model}} = {d}$, base $b = {base:g}$",
+    )
     fig.colorbar(image, ax=ax, label="value")
     return fig

@@ -109,9 +109,11 @@ def plot_error_order(
     guide = err[0] * (eps / eps[0]) ** 3
     ax.loglog(eps, guide, color="0.3", linestyle=":", lw=1.5, label=r"guide $\propto\varepsilon^3$")
     ax.axvspan(eps[fit].min(), eps[fit].max(), color=PALETTE[5], alpha=0.12, lw=0)
-    ax.set_xlabel(r"perturbation size $\varepsilon = \|\boldsymbol{p}_m\| = \|\boldsymbol{p}_n\|$")
-    ax.set_ylabel(r"$|\tilde f - \mathrm{(second\ order)}|$")
-    ax.set_title(f"Remainder of the second-order expansion: fitted slope {slope:.3f}")
+    ax.set(
+        xlabel=r"perturbation size $\varepsilon = \|\boldsymbol{p}_m\| = \|\boldsymbol{p}_n\|$",
+        ylabel=r"$|\tilde f - \mathrm{(second\ order)}|$",
+        title=f"Remainder of the second-order expansion: fitted slope {slope:.3f}",
+    )
     ax.legend(loc="upper left")
     return fig
 
@@ -174,8 +176,9 @@ def plot_term_sizes(
             markevery=0.08,
             **line_style(k),
         )
-    ax.set_ylabel("absolute value of the term")
-    ax.set_title("Size of each term of the expansion along a ray")
+    ax.set(
+        ylabel="absolute value of the term", title="Size of each term of the expansion along a ray"
+    )
     if not interaction:
         ax.set_xlabel(r"perturbation size $\varepsilon$")
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
@@ -205,8 +208,10 @@ def plot_term_sizes(
     ax_ratio.axhspan(0.9, 1.1, color=PALETTE[5], alpha=0.25, lw=0, label="within 10%")
     ax_ratio.axhline(1.0, color="0.3", lw=1.0, linestyle=":")
     ax_ratio.axhline(0.0, color="0.3", lw=1.0)
-    ax_ratio.set_xlabel(r"perturbation size $\varepsilon$")
-    ax_ratio.set_ylabel("interaction / cross term")
-    ax_ratio.set_title("How well the cross term describes the interaction")
+    ax_ratio.set(
+        xlabel=r"perturbation size $\varepsilon$",
+        ylabel="interaction / cross term",
+        title="How well the cross term describes the interaction",
+    )
     ax_ratio.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     return fig
