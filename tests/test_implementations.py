@@ -44,11 +44,13 @@ from .peers import (
     freqs_math,
     mp_tables,
     new_tensors,
+    one_layer_config,
     pairs,
     positions_st,
     requires_grad,
     rope_2x2,
     rotation_2x2,
+    spy_on_rotary,
 )
 
 
@@ -450,16 +452,9 @@ def test_converter_permutes_the_qk_norm_weights(monkeypatch, model):
     prefix = {"qwen3": "Qwen3", "olmo2": "Olmo2"}[model]
     Config = getattr(transformers, f"{prefix}Config")
     H, H_kv, d, N, width = 4, 2, 16, 7, 32
-    config = Config(
-        hidden_size=width,
-        num_attention_heads=H,
-        num_key_value_heads=H_kv,
-        head_dim=d,
-        intermediate_size=8,
-        num_hidden_layers=1,
-        vocab_size=8,
+    config = one_layer_config(
+        Config, hidden_size=width, num_attention_heads=H, num_key_value_heads=H_kv, head_dim=d
     )
-    config._attn_implementation = "eager"
     torch.manual_seed(2)
     attn = getattr(hf_mod, f"{prefix}Attention")(config, layer_idx=0).eval()
     eps, base = config.rms_norm_eps, config.rope_parameters["rope_theta"]
@@ -481,15 +476,7 @@ def test_converter_permutes_the_qk_norm_weights(monkeypatch, model):
         return q @ k.repeat_interleave(H // H_kv, dim=1).transpose(-1, -2)
 
     expected = scores(reference(W_q, w_q, H), reference(W_k, w_k, H_kv))
-    seen = {}
-    real = hf_mod.apply_rotary_pos_emb
-
-    def spy(q, k, cos, sin, *args, **kwargs):
-        out = real(q, k, cos, sin, *args, **kwargs)
-        seen.update(q=out[0], k=out[1])
-        return out
-
-    monkeypatch.setattr(hf_mod, "apply_rotary_pos_emb", spy)
+    seen = spy_on_rotary(monkeypatch, hf_mod)
     position_embeddings = getattr(hf_mod, f"{prefix}RotaryEmbedding")(config)(
         x, torch.arange(N)[None]
     )
@@ -501,7 +488,7 @@ def test_converter_permutes_the_qk_norm_weights(monkeypatch, model):
             attn.q_norm.weight.copy_(norm_q)
             attn.k_norm.weight.copy_(norm_k)
             attn(x, position_embeddings=position_embeddings, attention_mask=None)
-        return scores(seen["q"], seen["k"])
+        return scores(seen["q_rot"], seen["k_rot"])
 
     if per_head:
         p = torch.from_numpy(layout_permutation(d))
