@@ -1090,18 +1090,13 @@ def test_rotate_half_takes_a_single_vector_and_permutes_torch_weights():
     np.testing.assert_array_equal(out[:, 0].numpy(), [0, 2, 4, 6, 1, 3, 5, 7])
 
 
-def test_qk_scores_size_limit_sits_at_max_elements(monkeypatch):
-    import rope_lib._validate as validate
-
+def test_qk_scores_size_limit_sits_at_max_elements(size_limit):
     x = np.ones((3, 4))
-    monkeypatch.setattr(validate, "MAX_ELEMENTS", 18)  # n_heads * N * N = 2 * 3 * 3
-    qk_scores(x, np.ones((8, 4)), np.ones((8, 4)), 2, [0, 1, 2])
-    monkeypatch.setattr(validate, "MAX_ELEMENTS", 17)
-    with pytest.raises(
-        ValueError,
-        match=r"^the scores of shape \(n_heads, N, N\) = \(2, 3, 3\) would have 18 elements",
-    ):
-        qk_scores(x, np.ones((8, 4)), np.ones((8, 4)), 2, [0, 1, 2])
+    size_limit(
+        18,  # n_heads * N * N = 2 * 3 * 3
+        lambda: qk_scores(x, np.ones((8, 4)), np.ones((8, 4)), 2, [0, 1, 2]),
+        r"the scores of shape \(n_heads, N, N\) = \(2, 3, 3\) would have 18 elements",
+    )
 
 
 def test_rotate_half_tables_are_hugging_faces_float32_tables(hf):
@@ -1141,9 +1136,7 @@ def test_rope_lib_and_bfloat16_tables_are_rounded_as_documented():
     assert np.any(sb != s32)
 
 
-def test_limits_of_the_table_functions_and_their_messages(monkeypatch):
-    import rope_lib._validate as validate
-
+def test_limits_of_the_table_functions_and_their_messages(size_limit):
     cases = [
         (
             lambda: llama_precompute_freqs_cis(4, 2**32 + 1),
@@ -1180,11 +1173,7 @@ def test_limits_of_the_table_functions_and_their_messages(monkeypatch):
             r"elements, .*; lower n_vectors$",
         ),
     ]:
-        monkeypatch.setattr(validate, "MAX_ELEMENTS", n)
-        call()
-        monkeypatch.setattr(validate, "MAX_ELEMENTS", n - 1)
-        with pytest.raises(ValueError, match="^" + message):
-            call()
+        size_limit(n, call, message)
 
 
 def test_rotate_half_tables_default_to_base_ten_thousand(hf):

@@ -1055,44 +1055,35 @@ def test_valid_tables_are_accepted_in_every_broadcasting_shape():
         np.testing.assert_allclose(got.numpy(), expected, rtol=1e-15)
 
 
-def test_size_limits_sit_exactly_at_max_elements(monkeypatch):
+def test_size_limits_sit_exactly_at_max_elements(size_limit):
     """Every size check of this module counts the result it guards, exactly: at
     MAX_ELEMENTS the call goes through, one below it is refused with the count."""
-    import rope_lib._validate as validate
-
-    def limit(n, call, message):
-        monkeypatch.setattr(validate, "MAX_ELEMENTS", n)
-        call()
-        monkeypatch.setattr(validate, "MAX_ELEMENTS", n - 1)
-        with pytest.raises(ValueError, match="^" + message):
-            call()
-
     x = np.ones((5, 8))
-    limit(
+    size_limit(
         20,
         lambda: apply_rope(x, np.arange(5)),
         r"the cos/sin tables of 5 positions x d/2 = 4 pairs would have 20 elements, more than "
         r"rope_lib's MAX_ELEMENTS = 19 \(1 GiB of float64\); pass fewer positions or a smaller d$",
     )
-    limit(
+    size_limit(
         10,
         lambda: apply_rope(x, np.arange(5), rotary_dim=4),
         r"the cos/sin tables of 5 positions x d/2 = 2 pairs would have 10 elements",
     )
-    limit(
+    size_limit(
         16,
         lambda: rotation_matrix(1, 4),
         r"the rotation matrices R_m, shape \(N, d, d\) = \(1, 4, 4\), would have 16 elements, .*; "
         r"use apply_rope, which never builds them, or a smaller d$",
     )
     q = np.ones((2, 5, 4))
-    limit(
+    size_limit(
         100,
         lambda: linear_attention_weights(q, q, np.arange(5)),
         r"the weight matrices of shape \(\.\.\., N, N\) with N = 5 \(q of shape \(2, 5, 4\)\) "
         r"would have 100 elements, .*; use linear_attention, which never builds them$",
     )
-    limit(
+    size_limit(
         120,
         lambda: linear_attention(q, q, np.ones((2, 5, 3)), np.arange(5), causal=True),
         r"the causal prefix sums of shape \(\.\.\., N, d, d_v\) = \(2, 5, 4, 3\) would have 120 "
