@@ -48,6 +48,24 @@ def hf():
     )
 
 
+@pytest.fixture
+def size_limit(monkeypatch):
+    """``size_limit(n, call, message)`` checks that a size check of rope_lib sits exactly at
+    MAX_ELEMENTS = n: with MAX_ELEMENTS = n, ``call()`` goes through (its result is returned);
+    with n - 1 it raises ValueError with a message that matches ``message`` from its start."""
+    import rope_lib._validate as validate
+
+    def check(n, call, message):
+        monkeypatch.setattr(validate, "MAX_ELEMENTS", n)
+        result = call()
+        monkeypatch.setattr(validate, "MAX_ELEMENTS", n - 1)
+        with pytest.raises(ValueError, match="^" + message):
+            call()
+        return result
+
+    return check
+
+
 @pytest.fixture(scope="session")
 def output_expansion():
     """Chapter 2's expansion of the two-token attention output model, d = 2."""

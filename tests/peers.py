@@ -90,3 +90,28 @@ def new_tensors(fn) -> tuple[int, list[str]]:
     with Record():
         fn()
     return sum(n for _, n in ops), [name for name, _ in ops]
+
+
+def one_layer_config(config_class, **sizes):
+    """A Hugging Face model config of one layer with an MLP 8 wide and a vocabulary of 8
+    tokens (sizes the attention tests never reach), the given ``sizes``, and eager attention
+    (the plain code path that the tests spy on)."""
+    config = config_class(intermediate_size=8, num_hidden_layers=1, vocab_size=8, **sizes)
+    config._attn_implementation = "eager"
+    return config
+
+
+def spy_on_rotary(monkeypatch, module) -> dict:
+    """Wrap ``module.apply_rotary_pos_emb`` (a Hugging Face modeling module's) for the test:
+    each call records the queries and keys it is given (``q``, ``k``) and those it returns
+    rotated (``q_rot``, ``k_rot``) in the dict returned here."""
+    seen: dict = {}
+    real = module.apply_rotary_pos_emb
+
+    def spy(q, k, *args, **kwargs):
+        out = real(q, k, *args, **kwargs)
+        seen.update(q=q, k=k, q_rot=out[0], k_rot=out[1])
+        return out
+
+    monkeypatch.setattr(module, "apply_rotary_pos_emb", spy)
+    return seen

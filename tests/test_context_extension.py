@@ -91,6 +91,13 @@ def hf():
     transformers.logging.set_verbosity(verbosity)
 
 
+def hf_extended(hf, d, base, rope_type, s, L, **rope):
+    """The peer's frequencies and attention factor for a context of L tokens extended s times
+    (max_position_embeddings = int(s L), factor = s, original_max_position_embeddings = L);
+    the arguments in the order of ``scaled_theta``."""
+    return hf(d, base, rope_type, int(s * L), factor=s, original_max_position_embeddings=L, **rope)
+
+
 # ------------------------------------------------------------------ the Hugging Face peer
 def test_peer_has_no_separate_ntk_type(hf):
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
@@ -138,16 +145,8 @@ def test_yarn_matches_hf(hf, d, base, s, L, fast, slow, truncate):
     # Outside the degenerate corner where the reference ramp runs backwards (next test).
     lo = d * math.log(L / (2 * math.pi * fast)) / (2 * math.log(base))
     assume((math.floor(lo) if truncate else lo) <= d - 1)
-    inv, factor = hf(
-        d,
-        base,
-        "yarn",
-        int(s * L),
-        factor=s,
-        original_max_position_embeddings=L,
-        beta_fast=fast,
-        beta_slow=slow,
-        truncate=truncate,
+    inv, factor = hf_extended(
+        hf, d, base, "yarn", s, L, beta_fast=fast, beta_slow=slow, truncate=truncate
     )
     th, a = scaled_theta(d, base, "yarn", s, L, beta_fast=fast, beta_slow=slow, truncate=truncate)
     budget = hf_rtol(base) * th + 4 * 2.0**-24 * theta(d, base)  # module docstring
@@ -163,7 +162,7 @@ def test_yarn_degenerate_corner_differs_from_hf_on_purpose(hf):
     assert np.all(turns > 32)
     th, _ = scaled_theta(4, 10.0, "yarn", 2.0, 32768)
     np.testing.assert_array_equal(th, theta(4, 10.0))
-    inv, _ = hf(4, 10.0, "yarn", 65536, factor=2.0, original_max_position_embeddings=32768)
+    inv, _ = hf_extended(hf, 4, 10.0, "yarn", 2.0, 32768)
     np.testing.assert_allclose(inv, theta(4, 10.0) / 2, rtol=1e-6)
 
 
@@ -182,7 +181,7 @@ def test_yarn_keeps_only_pair_0_when_ceil_of_i_slow_is_zero_as_the_reference_doe
     expected = np.concatenate([th0[:1], th0[1:] / s])
     got, a = scaled_theta(d, base, "yarn", s, L)
     np.testing.assert_allclose(got, expected, rtol=1e-13)
-    inv, factor = hf(d, base, "yarn", int(s * L), factor=s, original_max_position_embeddings=L)
+    inv, factor = hf_extended(hf, d, base, "yarn", s, L)
     budget = hf_rtol(base) * expected + 4 * 2.0**-24 * th0  # module docstring
     assert np.all(np.abs(inv - expected) <= budget)
     assert a == pytest.approx(factor, rel=1e-15)
@@ -208,15 +207,8 @@ def test_yarn_interpolates_every_pair_when_ceil_of_i_slow_is_negative():
     high=st.sampled_from([4.0, 8.0]),
 )
 def test_llama3_matches_hf(hf, d, base, s, L, low, high):
-    inv, factor = hf(
-        d,
-        base,
-        "llama3",
-        int(s * L),
-        factor=s,
-        original_max_position_embeddings=L,
-        low_freq_factor=low,
-        high_freq_factor=high,
+    inv, factor = hf_extended(
+        hf, d, base, "llama3", s, L, low_freq_factor=low, high_freq_factor=high
     )
     th, a = scaled_theta(d, base, "llama3", s, L, low_freq_factor=low, high_freq_factor=high)
     # The piecewise rule is continuous, so a float32 wavelength that lands on the other side
@@ -693,16 +685,7 @@ def test_released_yarn_code_keeps_and_interpolates_the_paper_pairs_inside_its_co
     r = L * mp_ntk(d, base, 1.0) / (2 * math.pi)
     assume(r[0] >= fast * (1 + 1e-9) and L < 2 * math.pi * fast * base**2 * (1 - 1e-9))
     assume(np.all(np.abs(r / fast - 1) > 1e-9) and np.all(np.abs(r - 1) > 1e-9))
-    inv, _ = hf(
-        d,
-        base,
-        "yarn",
-        int(s * L),
-        factor=s,
-        original_max_position_embeddings=L,
-        beta_fast=fast,
-        beta_slow=1.0,
-    )
+    inv, _ = hf_extended(hf, d, base, "yarn", s, L, beta_fast=fast, beta_slow=1.0)
     th = theta(d, base)
     kept = np.isclose(inv, th, rtol=1e-6, atol=0)
     interpolated = np.isclose(inv, th / s, rtol=1e-6, atol=0)
@@ -723,14 +706,12 @@ def test_released_yarn_code_interpolates_every_pair_when_L_reaches_2_pi_beta_fas
     the threshold (d = 4, b = 10: L = 20106 < 20106.19...) the released code keeps them all."""
     turns = L * theta(d, base) / (2 * math.pi)
     assert np.all(turns > 32) and L >= 2 * math.pi * 32 * base**2
-    inv, _ = hf(d, base, "yarn", int(s * L), factor=s, original_max_position_embeddings=L)
+    inv, _ = hf_extended(hf, d, base, "yarn", s, L)
     np.testing.assert_allclose(inv, theta(d, base) / s, rtol=1e-6, atol=0)
     th, _ = scaled_theta(d, base, "yarn", s, L)
     np.testing.assert_array_equal(th, theta(d, base))
     if (d, base) == (4, 10.0):
         below = 20106
         assert below < 2 * math.pi * 32 * base**2 < below + 1
-        inv, _ = hf(
-            d, base, "yarn", int(s * below), factor=s, original_max_position_embeddings=below
-        )
+        inv, _ = hf_extended(hf, d, base, "yarn", s, below)
         np.testing.assert_allclose(inv, theta(d, base), rtol=1e-6, atol=0)

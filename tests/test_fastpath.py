@@ -317,11 +317,8 @@ def test_build_directory_is_predictable(monkeypatch, tmp_path):
     assert _fastpath.build_directory() != directory  # a changed source gets its own build
 
 
-def _load_in_subprocess(env: dict[str, str]) -> subprocess.CompletedProcess:
-    code = (
-        "from rope_lib import _fastpath; import torch; m = _fastpath.kernel(); "
-        "print(m.__file__ if m else _fastpath.error())"
-    )
+def _run_python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run ``code`` in a new Python process in the repository, with the environment ``env``."""
     return subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -330,6 +327,14 @@ def _load_in_subprocess(env: dict[str, str]) -> subprocess.CompletedProcess:
         cwd=ROOT,
         timeout=600,
     )
+
+
+def _load_in_subprocess(env: dict[str, str]) -> subprocess.CompletedProcess:
+    code = (
+        "from rope_lib import _fastpath; import torch; m = _fastpath.kernel(); "
+        "print(m.__file__ if m else _fastpath.error())"
+    )
+    return _run_python(code, env)
 
 
 def test_compiled_kernel_is_reused_by_later_processes(calls):
@@ -397,14 +402,7 @@ def test_kernel_follows_torch_cpu_capability(calls, capability, tmp_path):
     next process there rebuild, which test_compiled_kernel_is_reused_by_later_processes
     forbids."""
     env = dict(os.environ, ATEN_CPU_CAPABILITY=capability, TORCH_EXTENSIONS_DIR=str(tmp_path))
-    done = subprocess.run(
-        [sys.executable, "-c", _CAPABILITY_SCRIPT],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=600,
-    )
+    done = _run_python(_CAPABILITY_SCRIPT, env)
     assert done.returncode == 0, done.stderr
     torch_capability, variant, same, count = done.stdout.split()
     if torch_capability != capability.upper():

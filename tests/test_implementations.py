@@ -44,11 +44,13 @@ from .peers import (
     freqs_math,
     mp_tables,
     new_tensors,
+    one_layer_config,
     pairs,
     positions_st,
     requires_grad,
     rope_2x2,
     rotation_2x2,
+    spy_on_rotary,
 )
 
 
@@ -79,6 +81,47 @@ def round_to_bfloat16(a: np.ndarray) -> np.ndarray:
     bits = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
     bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
     return bits.astype(np.uint32).view(np.float32)
+
+
+def _float32_recipe_angles(pos: np.ndarray, d: int, base: float):
+    """The usual float32 recipe, from torch: its inverse frequencies theta~ (a float32 tensor)
+    and its angles m theta~ (the float32 product, returned as float64)."""
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    angle32 = (torch.from_numpy(pos).float()[:, None] * inv_freq[None, :]).double().numpy()
+    return inv_freq, angle32
+
+
+def _mp_angles(pos: np.ndarray, d: int, base: float) -> np.ndarray:
+    """The exact angles m base^(-2i/d), from mpmath at 40 digits, rounded to float64."""
+    with mpmath.workdps(40):
+        return np.array(
+            [
+                [
+                    float(mpmath.mpf(int(m)) * mpmath.power(base, mpmath.mpf(-2 * i) / d))
+                    for i in range(d // 2)
+                ]
+                for m in pos
+            ]
+        )
+
+
+def _hf_score_error(hf, pos: np.ndarray, key_pos: np.ndarray, d: int, base: float) -> np.ndarray:
+    """What score_error(..., "float32") promises, through Hugging Face's real pipeline: on
+    score_error's documented draws (8 float32 query/key pairs from default_rng(0)), the largest
+    |HF score - exact float64 score| / (|q| |k|) at each query position, the key at key_pos."""
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((8, pos.size, d)).astype(np.float32)
+    k = rng.standard_normal((8, pos.size, d)).astype(np.float32)
+    emb = hf.make_rotary(d, base)
+    qt, kt = torch.from_numpy(q), torch.from_numpy(k)
+    cq, sq = emb(qt, torch.from_numpy(pos)[None])
+    ck, sk = emb(kt, torch.from_numpy(key_pos)[None])
+    q_hf, _ = hf.apply_rotary_pos_emb(qt, qt, cq[0], sq[0], unsqueeze_dim=0)
+    _, k_hf = hf.apply_rotary_pos_emb(kt, kt, ck[0], sk[0], unsqueeze_dim=0)
+    approx = (q_hf * k_hf).sum(-1).double().numpy()
+    exact = (rope_2x2(q, pos, base, "half") * rope_2x2(k, key_pos, base, "half")).sum(-1)
+    norms = np.linalg.norm(q.astype(float), axis=-1) * np.linalg.norm(k.astype(float), axis=-1)
+    return (np.abs(approx - exact) / norms).max(axis=0)
 
 
 @given(m=positions_st, d=even_d, base=bases, seed=st.integers(0, 2**32 - 1))
@@ -409,16 +452,9 @@ def test_converter_permutes_the_qk_norm_weights(monkeypatch, model):
     prefix = {"qwen3": "Qwen3", "olmo2": "Olmo2"}[model]
     Config = getattr(transformers, f"{prefix}Config")
     H, H_kv, d, N, width = 4, 2, 16, 7, 32
-    config = Config(
-        hidden_size=width,
-        num_attention_heads=H,
-        num_key_value_heads=H_kv,
-        head_dim=d,
-        intermediate_size=8,
-        num_hidden_layers=1,
-        vocab_size=8,
+    config = one_layer_config(
+        Config, hidden_size=width, num_attention_heads=H, num_key_value_heads=H_kv, head_dim=d
     )
-    config._attn_implementation = "eager"
     torch.manual_seed(2)
     attn = getattr(hf_mod, f"{prefix}Attention")(config, layer_idx=0).eval()
     eps, base = config.rms_norm_eps, config.rope_parameters["rope_theta"]
@@ -440,15 +476,7 @@ def test_converter_permutes_the_qk_norm_weights(monkeypatch, model):
         return q @ k.repeat_interleave(H // H_kv, dim=1).transpose(-1, -2)
 
     expected = scores(reference(W_q, w_q, H), reference(W_k, w_k, H_kv))
-    seen = {}
-    real = hf_mod.apply_rotary_pos_emb
-
-    def spy(q, k, cos, sin, *args, **kwargs):
-        out = real(q, k, cos, sin, *args, **kwargs)
-        seen.update(q=out[0], k=out[1])
-        return out
-
-    monkeypatch.setattr(hf_mod, "apply_rotary_pos_emb", spy)
+    seen = spy_on_rotary(monkeypatch, hf_mod)
     position_embeddings = getattr(hf_mod, f"{prefix}RotaryEmbedding")(config)(
         x, torch.arange(N)[None]
     )
@@ -460,7 +488,7 @@ def test_converter_permutes_the_qk_norm_weights(monkeypatch, model):
             attn.q_norm.weight.copy_(norm_q)
             attn.k_norm.weight.copy_(norm_k)
             attn(x, position_embeddings=position_embeddings, attention_mask=None)
-        return scores(seen["q"], seen["k"])
+        return scores(seen["q_rot"], seen["k_rot"])
 
     if per_head:
         p = torch.from_numpy(layout_permutation(d))
@@ -619,20 +647,7 @@ def test_table_and_score_error():
 def test_score_error_float32_recipe_equals_hugging_face_pipeline(hf):
     """score_error('float32') is the error of HF's real pipeline on the same vectors."""
     d, base, pos = 64, 10000.0, np.array([5, 3000, 10**6])
-    key_pos = pos - 1
-    rng = np.random.default_rng(0)  # score_error's documented draws
-    q = rng.standard_normal((8, pos.size, d)).astype(np.float32)
-    k = rng.standard_normal((8, pos.size, d)).astype(np.float32)
-    emb = hf.make_rotary(d, base)
-    qt, kt = torch.from_numpy(q), torch.from_numpy(k)
-    cq, sq = emb(qt, torch.from_numpy(pos)[None])
-    ck, sk = emb(kt, torch.from_numpy(key_pos)[None])
-    q_hf, _ = hf.apply_rotary_pos_emb(qt, qt, cq[0], sq[0], unsqueeze_dim=0)
-    _, k_hf = hf.apply_rotary_pos_emb(kt, kt, ck[0], sk[0], unsqueeze_dim=0)
-    approx = (q_hf * k_hf).sum(-1).double().numpy()
-    exact = (rope_2x2(q, pos, base, "half") * rope_2x2(k, key_pos, base, "half")).sum(-1)
-    norms = np.linalg.norm(q.astype(float), axis=-1) * np.linalg.norm(k.astype(float), axis=-1)
-    expected = (np.abs(approx - exact) / norms).max(axis=0)
+    expected = _hf_score_error(hf, pos, pos - 1, d, base)
     np.testing.assert_allclose(
         score_error(pos, d, base, "float32"), expected, rtol=1e-6, atol=1e-12
     )
@@ -644,19 +659,10 @@ def test_float32_angle_error_split():
     pos = np.array([0, 1, 2, 1024, 12345, 10**6, 2**23 + 1])
     freq, rounding = float32_angle_error(pos, d, base)
     # Independent route for the total: the recipe's float32 angle, from torch, against mpmath.
-    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
-    angle32 = (torch.from_numpy(pos).float()[:, None] * inv_freq[None, :]).double().numpy()
-    with mpmath.workdps(40):
-        exact = np.array(
-            [
-                [
-                    float(mpmath.mpf(int(m)) * mpmath.power(base, mpmath.mpf(-2 * i) / d))
-                    for i in range(d // 2)
-                ]
-                for m in pos
-            ]
-        )
-    np.testing.assert_allclose(freq + rounding, angle32 - exact, rtol=0, atol=1e-9)
+    inv_freq, angle32 = _float32_recipe_angles(pos, d, base)
+    np.testing.assert_allclose(
+        freq + rounding, angle32 - _mp_angles(pos, d, base), rtol=0, atol=1e-9
+    )
     # The frequency part is linear in m: a fixed change of frequencies.
     np.testing.assert_allclose(
         freq[1:] / pos[1:, None], np.broadcast_to(freq[1], freq[1:].shape), rtol=1e-9, atol=1e-20
@@ -947,19 +953,8 @@ def test_float32_angle_error_parts_sum_to_the_recipes_error_at_any_base(base):
     d, pos = 16, np.array([3, 1000, 123457])
     b = 10000.0 if base is None else base
     freq, rounding = float32_angle_error(pos, d) if base is None else float32_angle_error(pos, d, b)
-    inv_freq = 1.0 / (b ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
-    angle32 = (torch.from_numpy(pos).float()[:, None] * inv_freq[None, :]).double().numpy()
-    with mpmath.workdps(40):
-        exact = np.array(
-            [
-                [
-                    float(mpmath.mpf(int(m)) * mpmath.power(b, mpmath.mpf(-2 * i) / d))
-                    for i in range(d // 2)
-                ]
-                for m in pos
-            ]
-        )
-    np.testing.assert_allclose(freq + rounding, angle32 - exact, rtol=0, atol=1e-9)
+    inv_freq, angle32 = _float32_recipe_angles(pos, d, b)
+    np.testing.assert_allclose(freq + rounding, angle32 - _mp_angles(pos, d, b), rtol=0, atol=1e-9)
     # the frequency part alone: m (theta~ - theta), theta from mpmath
     with mpmath.workdps(40):
         th = np.array([float(mpmath.power(b, mpmath.mpf(-2 * i) / d)) for i in range(d // 2)])
@@ -981,20 +976,7 @@ def test_score_error_keys_stop_at_position_zero_and_offset_zero_is_allowed(hf):
     d, base = 16, 10000.0
     pos = np.array([0, 5, 3000])
     for offset in (1, 0):
-        key_pos = np.maximum(pos - offset, 0)
-        rng = np.random.default_rng(0)
-        q = rng.standard_normal((8, pos.size, d)).astype(np.float32)
-        k = rng.standard_normal((8, pos.size, d)).astype(np.float32)
-        emb = hf.make_rotary(d, base)
-        qt, kt = torch.from_numpy(q), torch.from_numpy(k)
-        cq, sq = emb(qt, torch.from_numpy(pos)[None])
-        ck, sk = emb(kt, torch.from_numpy(key_pos)[None])
-        q_hf, _ = hf.apply_rotary_pos_emb(qt, qt, cq[0], sq[0], unsqueeze_dim=0)
-        _, k_hf = hf.apply_rotary_pos_emb(kt, kt, ck[0], sk[0], unsqueeze_dim=0)
-        approx = (q_hf * k_hf).sum(-1).double().numpy()
-        exact = (rope_2x2(q, pos, base, "half") * rope_2x2(k, key_pos, base, "half")).sum(-1)
-        norms = np.linalg.norm(q.astype(float), axis=-1) * np.linalg.norm(k.astype(float), axis=-1)
-        expected = (np.abs(approx - exact) / norms).max(axis=0)
+        expected = _hf_score_error(hf, pos, np.maximum(pos - offset, 0), d, base)
         got = score_error(pos, d, recipe="float32", offset=offset)
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-12)
 
@@ -1108,18 +1090,13 @@ def test_rotate_half_takes_a_single_vector_and_permutes_torch_weights():
     np.testing.assert_array_equal(out[:, 0].numpy(), [0, 2, 4, 6, 1, 3, 5, 7])
 
 
-def test_qk_scores_size_limit_sits_at_max_elements(monkeypatch):
-    import rope_lib._validate as validate
-
+def test_qk_scores_size_limit_sits_at_max_elements(size_limit):
     x = np.ones((3, 4))
-    monkeypatch.setattr(validate, "MAX_ELEMENTS", 18)  # n_heads * N * N = 2 * 3 * 3
-    qk_scores(x, np.ones((8, 4)), np.ones((8, 4)), 2, [0, 1, 2])
-    monkeypatch.setattr(validate, "MAX_ELEMENTS", 17)
-    with pytest.raises(
-        ValueError,
-        match=r"^the scores of shape \(n_heads, N, N\) = \(2, 3, 3\) would have 18 elements",
-    ):
-        qk_scores(x, np.ones((8, 4)), np.ones((8, 4)), 2, [0, 1, 2])
+    size_limit(
+        18,  # n_heads * N * N = 2 * 3 * 3
+        lambda: qk_scores(x, np.ones((8, 4)), np.ones((8, 4)), 2, [0, 1, 2]),
+        r"the scores of shape \(n_heads, N, N\) = \(2, 3, 3\) would have 18 elements",
+    )
 
 
 def test_rotate_half_tables_are_hugging_faces_float32_tables(hf):
@@ -1159,9 +1136,7 @@ def test_rope_lib_and_bfloat16_tables_are_rounded_as_documented():
     assert np.any(sb != s32)
 
 
-def test_limits_of_the_table_functions_and_their_messages(monkeypatch):
-    import rope_lib._validate as validate
-
+def test_limits_of_the_table_functions_and_their_messages(size_limit):
     cases = [
         (
             lambda: llama_precompute_freqs_cis(4, 2**32 + 1),
@@ -1198,11 +1173,7 @@ def test_limits_of_the_table_functions_and_their_messages(monkeypatch):
             r"elements, .*; lower n_vectors$",
         ),
     ]:
-        monkeypatch.setattr(validate, "MAX_ELEMENTS", n)
-        call()
-        monkeypatch.setattr(validate, "MAX_ELEMENTS", n - 1)
-        with pytest.raises(ValueError, match="^" + message):
-            call()
+        size_limit(n, call, message)
 
 
 def test_rotate_half_tables_default_to_base_ten_thousand(hf):

@@ -418,6 +418,18 @@ for (let i = 0; i < cells.length; i++) {
 return {cells: result};
 """
 
+
+def _error_outputs(cells: list[dict]) -> list[tuple[int, str]]:
+    """The error outputs among the ``cells`` of OUTPUTS_JS: an error, or a traceback printed
+    on stderr; each as (cell index, the error's name or the first 300 characters)."""
+    return [
+        (c["index"], o["ename"] or o["text"][:300])
+        for c in cells
+        for o in c["outputs"]
+        if o["type"] == "error" or (o["name"] == "stderr" and "Traceback" in o["text"])
+    ]
+
+
 ERROR_NODES_JS = """
 const root = arguments[0];
 const stderr = [...root.querySelectorAll(
@@ -534,12 +546,7 @@ def test_chapter_runs_as_a_live_notebook_in_jupyterlab(lab) -> None:
         cells = state["cells"]
         not_run = [c["index"] for c in cells if c["count"] is None]
         assert not not_run, f"cells that did not run: {not_run}"
-        errors = [
-            (c["index"], o["ename"] or o["text"][:300])
-            for c in cells
-            for o in c["outputs"]
-            if o["type"] == "error" or (o["name"] == "stderr" and "Traceback" in o["text"])
-        ]
+        errors = _error_outputs(cells)
         assert not errors, f"error outputs in {CHAPTER}: {errors}"
         widget_mime = "application/vnd.jupyter.widget-view+json"
         live = [c["index"] for c in cells if any(widget_mime in o["mimes"] for o in c["outputs"])]
@@ -711,12 +718,7 @@ def test_every_page_opens_runs_and_leaves_the_checkout_clean(lab) -> None:
                 run = _run_all(driver, path)
                 assert run.get("ok") is True and run.get("status") == "idle", (path, run)
                 cells = driver.execute_script(OUTPUTS_JS, path)["cells"]
-                errors = [
-                    (c["index"], o["ename"] or o["text"][:200])
-                    for c in cells
-                    for o in c["outputs"]
-                    if o["type"] == "error" or (o["name"] == "stderr" and "Traceback" in o["text"])
-                ]
+                errors = _error_outputs(cells)
                 assert not errors, f"error outputs in {path}: {errors}"
                 assert not [c["index"] for c in cells if c["count"] is None], path
                 _wait(

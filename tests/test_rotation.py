@@ -37,11 +37,13 @@ from .peers import (
     bases,
     even_d,
     freqs_math,
+    one_layer_config,
     pairs,
     positions_st,
     requires_grad,
     rope_2x2,
     rotation_2x2,
+    spy_on_rotary,
 )
 
 # ----------------------------------------------------------------------- R_m laws
@@ -267,6 +269,20 @@ def test_partial_rotation_keeps_scores_relative_and_is_differentiable(layout):
     np.testing.assert_allclose(x.grad.numpy(), expected, atol=1e-12)
 
 
+def _gpt_neox_config(heads: int, head: int, pct: float, base: float):
+    """A one-layer GPT-NeoX config: ``heads`` heads of width ``head``, rotary_pct and
+    rotary_emb_base as given."""
+    from transformers import GPTNeoXConfig
+
+    return one_layer_config(
+        GPTNeoXConfig,
+        hidden_size=heads * head,
+        num_attention_heads=heads,
+        rotary_pct=pct,
+        rotary_emb_base=base,
+    )
+
+
 @pytest.mark.parametrize(
     ("head", "pct", "base"),
     [
@@ -283,20 +299,10 @@ def test_partial_rotation_matches_gpt_neox_attention(monkeypatch, head, pct, bas
     frequencies of GPTNeoXRotaryEmbedding, from the same number), and the attention output
     agrees.
     (96, 0.25) is GPT-NeoX-20B's head (6144 / 64) and fraction, (128, 0.25) Pythia 6.9B's."""
-    from transformers import GPTNeoXConfig
     from transformers.models.gpt_neox import modeling_gpt_neox as neox
 
     heads, N, batch = 3, 9, 2
-    config = GPTNeoXConfig(
-        hidden_size=heads * head,
-        num_attention_heads=heads,
-        rotary_pct=pct,
-        rotary_emb_base=base,
-        intermediate_size=8,
-        num_hidden_layers=1,
-        vocab_size=8,
-    )
-    config._attn_implementation = "eager"
+    config = _gpt_neox_config(heads, head, pct, base)
     torch.manual_seed(head)
     attn = neox.GPTNeoXAttention(config, layer_idx=0).eval()
     r = attn.rotary_ndims
@@ -305,15 +311,7 @@ def test_partial_rotation_matches_gpt_neox_attention(monkeypatch, head, pct, bas
     position_ids = torch.arange(N)[None].expand(batch, N)
     cos, sin = neox.GPTNeoXRotaryEmbedding(config)(x, position_ids)
     assert cos.shape[-1] == r  # the width apply_rotary_pos_emb rotates
-    seen = {}
-    real = neox.apply_rotary_pos_emb
-
-    def spy(q, k, c, s, *args, **kwargs):
-        out = real(q, k, c, s, *args, **kwargs)
-        seen.update(q=q, k=k, q_rot=out[0], k_rot=out[1])
-        return out
-
-    monkeypatch.setattr(neox, "apply_rotary_pos_emb", spy)
+    seen = spy_on_rotary(monkeypatch, neox)
     with torch.no_grad():
         out_hf, _ = attn(x, attention_mask=None, position_embeddings=(cos, sin))
         # q, k, v from the weights, as GPT-NeoX lays them out: per head [q | k | v]
@@ -342,29 +340,15 @@ def test_hugging_face_gpt_neox_takes_the_rotated_width_from_its_tables():
     come from GPTNeoXRotaryEmbedding, with int(head_dim * partial_rotary_factor), and
     apply_rotary_pos_emb rotates as many coordinates as the tables have; the attention's
     rotary_ndims holds the same number but is not used (setting it changes nothing)."""
-    from transformers import GPTNeoXConfig
     from transformers.models.gpt_neox import modeling_gpt_neox as neox
 
     head, heads, N, base = 96, 2, 7, 10000.0
 
-    def config(pct):
-        c = GPTNeoXConfig(
-            hidden_size=heads * head,
-            num_attention_heads=heads,
-            rotary_pct=pct,
-            rotary_emb_base=base,
-            intermediate_size=8,
-            num_hidden_layers=1,
-            vocab_size=8,
-        )
-        c._attn_implementation = "eager"
-        return c
-
     r = int(head * 0.25)
-    rotary = neox.GPTNeoXRotaryEmbedding(config(0.25))
+    rotary = neox.GPTNeoXRotaryEmbedding(_gpt_neox_config(heads, head, 0.25, base))
     np.testing.assert_allclose(rotary.inv_freq.double().numpy(), freqs_math(r, base), rtol=1e-6)
     torch.manual_seed(1)
-    attn = neox.GPTNeoXAttention(config(0.25), layer_idx=0).eval()
+    attn = neox.GPTNeoXAttention(_gpt_neox_config(heads, head, 0.25, base), layer_idx=0).eval()
     assert attn.rotary_ndims == r
     x = torch.randn(1, N, heads * head)
     cos, sin = rotary(x, torch.arange(N)[None])
@@ -374,7 +358,9 @@ def test_hugging_face_gpt_neox_takes_the_rotated_width_from_its_tables():
         attn.rotary_ndims = head  # the whole head, if forward read it
         assert torch.equal(attn(x, attention_mask=None, position_embeddings=(cos, sin))[0], out)
     # tables of another width: that many coordinates are rotated, whatever rotary_ndims says
-    cos2, sin2 = neox.GPTNeoXRotaryEmbedding(config(0.5))(x, torch.arange(N)[None])
+    cos2, sin2 = neox.GPTNeoXRotaryEmbedding(_gpt_neox_config(heads, head, 0.5, base))(
+        x, torch.arange(N)[None]
+    )
     q = torch.randn(1, heads, N, head)
     q_hf, _ = neox.apply_rotary_pos_emb(q, q, cos2, sin2)
     ours = apply_rope(q, np.arange(N), base, "half", rotary_dim=head // 2)
@@ -1069,44 +1055,35 @@ def test_valid_tables_are_accepted_in_every_broadcasting_shape():
         np.testing.assert_allclose(got.numpy(), expected, rtol=1e-15)
 
 
-def test_size_limits_sit_exactly_at_max_elements(monkeypatch):
+def test_size_limits_sit_exactly_at_max_elements(size_limit):
     """Every size check of this module counts the result it guards, exactly: at
     MAX_ELEMENTS the call goes through, one below it is refused with the count."""
-    import rope_lib._validate as validate
-
-    def limit(n, call, message):
-        monkeypatch.setattr(validate, "MAX_ELEMENTS", n)
-        call()
-        monkeypatch.setattr(validate, "MAX_ELEMENTS", n - 1)
-        with pytest.raises(ValueError, match="^" + message):
-            call()
-
     x = np.ones((5, 8))
-    limit(
+    size_limit(
         20,
         lambda: apply_rope(x, np.arange(5)),
         r"the cos/sin tables of 5 positions x d/2 = 4 pairs would have 20 elements, more than "
         r"rope_lib's MAX_ELEMENTS = 19 \(1 GiB of float64\); pass fewer positions or a smaller d$",
     )
-    limit(
+    size_limit(
         10,
         lambda: apply_rope(x, np.arange(5), rotary_dim=4),
         r"the cos/sin tables of 5 positions x d/2 = 2 pairs would have 10 elements",
     )
-    limit(
+    size_limit(
         16,
         lambda: rotation_matrix(1, 4),
         r"the rotation matrices R_m, shape \(N, d, d\) = \(1, 4, 4\), would have 16 elements, .*; "
         r"use apply_rope, which never builds them, or a smaller d$",
     )
     q = np.ones((2, 5, 4))
-    limit(
+    size_limit(
         100,
         lambda: linear_attention_weights(q, q, np.arange(5)),
         r"the weight matrices of shape \(\.\.\., N, N\) with N = 5 \(q of shape \(2, 5, 4\)\) "
         r"would have 100 elements, .*; use linear_attention, which never builds them$",
     )
-    limit(
+    size_limit(
         120,
         lambda: linear_attention(q, q, np.ones((2, 5, 3)), np.arange(5), causal=True),
         r"the causal prefix sums of shape \(\.\.\., N, d, d_v\) = \(2, 5, 4, 3\) would have 120 "

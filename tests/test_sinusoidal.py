@@ -756,9 +756,7 @@ def test_shift_isometry_of_one_dimensional_vectors_and_at_the_overflow_edge():
         shift_isometry(np.full((2, 4), 1e150))
 
 
-def test_size_limits_of_the_score_and_the_shift_sit_at_max_elements(monkeypatch):
-    import rope_lib._validate as validate
-
+def test_size_limits_of_the_score_and_the_shift_sit_at_max_elements(size_limit):
     for n, call, message in [
         (
             6,
@@ -773,11 +771,7 @@ def test_size_limits_of_the_score_and_the_shift_sit_at_max_elements(monkeypatch)
             r"would have 9 elements, .*; pass fewer or shorter vectors$",
         ),
     ]:
-        monkeypatch.setattr(validate, "MAX_ELEMENTS", n)
-        call()
-        monkeypatch.setattr(validate, "MAX_ELEMENTS", n - 1)
-        with pytest.raises(ValueError, match="^" + message):
-            call()
+        size_limit(n, call, message)
 
 
 def test_diagonal_h_score_at_the_default_base_by_hand():
@@ -830,60 +824,41 @@ def test_shift_matrix_at_the_default_base_moves_the_encoding():
         )
 
 
-def test_complex_encoding_size_limit_and_message(monkeypatch):
-    import rope_lib._validate as validate
-
-    monkeypatch.setattr(validate, "MAX_ELEMENTS", 12)  # 3 positions x d = 4
-    complex_encoding([0, 1, 2], 4)
-    monkeypatch.setattr(validate, "MAX_ELEMENTS", 11)
-    with pytest.raises(
-        ValueError,
-        match=r"^the encoding \(len\(positions\) x d\) would have 12 elements, .*; encode fewer "
+def test_complex_encoding_size_limit_and_message(size_limit):
+    size_limit(
+        12,  # 3 positions x d = 4
+        lambda: complex_encoding([0, 1, 2], 4),
+        r"the encoding \(len\(positions\) x d\) would have 12 elements, .*; encode fewer "
         r"positions at a time$",
-    ):
-        complex_encoding([0, 1, 2], 4)
-
-
-def test_gram_matrix_size_checks_count_m_by_n(monkeypatch):
-    import rope_lib._validate as validate
-
-    # 3 x 1 Gram matrix of d = 2 encodings: the largest table is the encoding, 3 x 2 = 6
-    monkeypatch.setattr(validate, "MAX_ELEMENTS", 6)
-    np.testing.assert_allclose(
-        gram_matrix([0, 1, 2], 2, n_positions=[0]),
-        ref_sinusoidal([0, 1, 2], 2, 1e4) @ [[0.0], [1.0]],
     )
-    monkeypatch.setattr(validate, "MAX_ELEMENTS", 5)
-    with pytest.raises(
-        ValueError,
-        match=r"^the encoding \(len\(positions\) x d\) would have 6 elements, .*; encode fewer "
+
+
+def test_gram_matrix_size_checks_count_m_by_n(size_limit):
+    # 3 x 1 Gram matrix of d = 2 encodings: the largest table is the encoding, 3 x 2 = 6
+    accepted = size_limit(
+        6,
+        lambda: gram_matrix([0, 1, 2], 2, n_positions=[0]),
+        r"the encoding \(len\(positions\) x d\) would have 6 elements, .*; encode fewer "
         r"positions at a time$",
-    ):
-        gram_matrix([0, 1, 2], 2, n_positions=[0])
+    )
+    np.testing.assert_allclose(accepted, ref_sinusoidal([0, 1, 2], 2, 1e4) @ [[0.0], [1.0]])
     # 3 x 4: the Gram matrix, 12, is the largest
-    monkeypatch.setattr(validate, "MAX_ELEMENTS", 12)
-    gram_matrix([0, 1, 2], 2, n_positions=[0, 1, 2, 3])
-    monkeypatch.setattr(validate, "MAX_ELEMENTS", 11)
-    with pytest.raises(
-        ValueError,
-        match=r"^the Gram matrix \(len\(m_positions\) x len\(n_positions\)\) would have 12 "
+    size_limit(
+        12,
+        lambda: gram_matrix([0, 1, 2], 2, n_positions=[0, 1, 2, 3]),
+        r"the Gram matrix \(len\(m_positions\) x len\(n_positions\)\) would have 12 "
         r"elements, .*; pass fewer positions$",
-    ):
-        gram_matrix([0, 1, 2], 2, n_positions=[0, 1, 2, 3])
+    )
 
 
-def test_sinusoidal_size_limit_and_message(monkeypatch):
-    import rope_lib._validate as validate
-
-    monkeypatch.setattr(validate, "MAX_ELEMENTS", 12)  # 3 positions x d = 4
-    np.testing.assert_allclose(sinusoidal([0, 1, 2], 4), ref_sinusoidal([0, 1, 2], 4, 1e4))
-    monkeypatch.setattr(validate, "MAX_ELEMENTS", 11)
-    with pytest.raises(
-        ValueError,
-        match=r"^the encoding \(len\(positions\) x d\) would have 12 elements, .*; encode fewer "
+def test_sinusoidal_size_limit_and_message(size_limit):
+    accepted = size_limit(
+        12,  # 3 positions x d = 4
+        lambda: sinusoidal([0, 1, 2], 4),
+        r"the encoding \(len\(positions\) x d\) would have 12 elements, .*; encode fewer "
         r"positions at a time$",
-    ):
-        sinusoidal([0, 1, 2], 4)
+    )
+    np.testing.assert_allclose(accepted, ref_sinusoidal([0, 1, 2], 4, 1e4))
 
 
 def test_shift_isometry_is_the_identity_off_the_span():
@@ -896,17 +871,12 @@ def test_shift_isometry_is_the_identity_off_the_span():
     np.testing.assert_allclose(shift_isometry(p), expected, atol=1e-9)
 
 
-def test_shift_matrix_size_limit_and_message(monkeypatch):
-    import rope_lib._validate as validate
-
-    monkeypatch.setattr(validate, "MAX_ELEMENTS", 16)
-    shift_matrix(1.0, 4)
-    monkeypatch.setattr(validate, "MAX_ELEMENTS", 15)
-    with pytest.raises(
-        ValueError,
-        match=r"^the shift matrix \(d x d\) would have 16 elements, .*; use a smaller d$",
-    ):
-        shift_matrix(1.0, 4)
+def test_shift_matrix_size_limit_and_message(size_limit):
+    size_limit(
+        16,
+        lambda: shift_matrix(1.0, 4),
+        r"the shift matrix \(d x d\) would have 16 elements, .*; use a smaller d$",
+    )
 
 
 def test_shift_isometry_refusals_are_scale_free():

@@ -55,6 +55,21 @@ def _open(site, page) -> object:
     return driver
 
 
+#: What no page may hold: each script lists the elements at fault (a short description of each).
+PAGE_CHECKS = {
+    "equations not typeset by MathJax": "return [...document.querySelectorAll('.math')]"
+    ".filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 60))",
+    "images that did not load": "return [...document.images]"
+    ".filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)",
+    "images with neither alt text nor a caption": "return [...document.querySelectorAll("
+    "'.bd-article img')].filter(i => !i.alt && !i.closest('figure')).map(i => i.src.slice(-60))",
+    "outputs, code or equations that scroll sideways": "return [...document.querySelectorAll("
+    "'.bd-article .cell_output pre, .bd-article .cell_input pre, .bd-article div.math')]"
+    ".filter(e => e.scrollWidth > e.clientWidth + 2)"
+    ".map(e => e.textContent.trim().slice(0, 70))",
+}
+
+
 def _figures(driver) -> list:
     return driver.find_elements("css selector", "figure.ropefig")
 
@@ -66,27 +81,9 @@ def test_page_renders_offline_and_cleanly(site, page) -> None:
     assert not errors, f"{page}: console errors: {errors}"
     outside = [u for u in requested_urls(driver) if not is_local(u)]
     assert not outside, f"{page}: requests left localhost: {outside}"
-    untypeset = driver.execute_script(
-        "return [...document.querySelectorAll('.math')]"
-        ".filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 60))"
-    )
-    assert not untypeset, f"{page}: equations not typeset by MathJax: {untypeset[:5]}"
-    broken = driver.execute_script(
-        "return [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)"
-    )
-    assert not broken, f"{page}: images that did not load: {broken}"
-    no_alt = driver.execute_script(
-        "return [...document.querySelectorAll('.bd-article img')]"
-        ".filter(i => !i.alt && !i.closest('figure')).map(i => i.src.slice(-60))"
-    )
-    assert not no_alt, f"{page}: images with neither alt text nor a caption: {no_alt}"
-    wide = driver.execute_script(
-        "return [...document.querySelectorAll("
-        "'.bd-article .cell_output pre, .bd-article .cell_input pre, .bd-article div.math')]"
-        ".filter(e => e.scrollWidth > e.clientWidth + 2)"
-        ".map(e => e.textContent.trim().slice(0, 70))"
-    )
-    assert not wide, f"{page}: outputs, code or equations that scroll sideways: {wide}"
+    for problem, script in PAGE_CHECKS.items():
+        found = driver.execute_script(script)
+        assert not found, f"{page}: {problem} ({len(found)}): {found[:5]}"
     screenshot_full_page(driver, SCREENSHOTS / (page.as_posix().replace("/", "__") + ".png"))
 
 
