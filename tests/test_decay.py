@@ -1074,3 +1074,22 @@ def test_schedule_theta_accepts_t_equal_to_one_and_refuses_beyond_with_this_text
     assert decay.schedule_theta(1.0, "100^-t") == pytest.approx(0.01, rel=1e-15)
     with pytest.raises(ValueError, match=r"^t must lie in \[0, 1\]$"):
         decay.schedule_theta(1.0 + 1e-12, "t^2")
+
+
+def test_envelope_crossover_refuses_a_crossing_left_of_its_interval():
+    """The search interval starts at b/10 (E_b > P_alpha is required there). For b = 1e4 and
+    alpha = 5.44 the envelopes cross between b/11 and b/10 (mpmath: P_alpha is above E_b at
+    b/10 and below it at b/11, by about 2e-3 both), so the crossing is not in [b/10, 1e15] and
+    the call refuses; a search started further left would return that crossing instead."""
+    base, alpha = 1e4, 5.44
+    b, a = mp.mpf(base), mp.mpf(alpha)
+    level = mp.gamma(1 + 1 / a) * mp.cos(mp.pi / (2 * a))
+
+    def exp_minus_power(x):
+        return (abs(mp.e1(1j * x)) + abs(mp.e1(1j * x / b))) / mp.log(b) - level * x ** (-1 / a)
+
+    assert exp_minus_power(b / 10) < -1e-3
+    assert exp_minus_power(b / 11) > 1e-3
+    message = f"no crossover in [b/10, 1e15] for base {base} and alpha {alpha}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        decay.envelope_crossover(base, alpha)

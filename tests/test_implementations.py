@@ -1200,3 +1200,34 @@ def test_qk_scores_refuses_projections_that_overflow_without_a_warning():
         warnings.simplefilter("error")
         with pytest.raises(ValueError, match=r"^x, W_q and W_k \(with b_q, b_k\) are so large"):
             qk_scores(np.full((3, 6), 1e300), 1e10 * np.eye(6), np.eye(6), 3, [0, 1, 2])
+
+
+def test_qk_scores_wrong_key_rows_message_gives_the_row_count():
+    # W_k has 12 rows and 10 columns: the message must report the rows (12), not the columns.
+    x, W_q, W_k = np.ones((3, 10)), np.ones((16, 10)), np.ones((12, 10))
+    with pytest.raises(ValueError, match=r"^W_k must have n_kv_heads \* d = 8 rows, got 12$"):
+        qk_scores(x, W_q, W_k, 4, [0, 1, 2], 2)
+
+
+def test_score_error_rope_lib_recipe_is_apply_rope_in_float32():
+    """score_error('rope_lib') is the error of apply_rope on float32 torch tensors (its
+    docstring), not of rotate_half with the "rope_lib" tables: on these vectors the two
+    float32 scores differ by up to about 4e-6, which moves e(m) (about 2e-8) by far more than
+    the tolerance. The exact score is the float64 2x2 route of tests/peers.py; it and
+    score_error's float64 reference differ by about 1e-13 at m = 1e6 (float64 angles), hence
+    the absolute 1e-12."""
+    d, base, pos = 64, 10000.0, np.array([5, 3000, 10**6])
+    key_pos = pos - 1
+    rng = np.random.default_rng(0)  # score_error's documented draws
+    q = rng.standard_normal((8, pos.size, d)).astype(np.float32)
+    k = rng.standard_normal((8, pos.size, d)).astype(np.float32)
+    q32 = apply_rope(torch.from_numpy(q), pos, base, "half")
+    k32 = apply_rope(torch.from_numpy(k), key_pos, base, "half")
+    assert q32.dtype == torch.float32 and k32.dtype == torch.float32
+    approx = (q32 * k32).sum(-1).double().numpy()
+    exact = (rope_2x2(q, pos, base, "half") * rope_2x2(k, key_pos, base, "half")).sum(-1)
+    norms = np.linalg.norm(q.astype(float), axis=-1) * np.linalg.norm(k.astype(float), axis=-1)
+    expected = (np.abs(approx - exact) / norms).max(axis=0)
+    np.testing.assert_allclose(
+        score_error(pos, d, base, "rope_lib"), expected, rtol=1e-6, atol=1e-12
+    )

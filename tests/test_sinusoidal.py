@@ -889,3 +889,52 @@ def test_shift_isometry_refusals_are_scale_free():
     p[2, 0] += 1e-6
     with pytest.raises(ValueError, match=r"^the inner products of the rows of vectors do not"):
         shift_isometry(p)
+
+
+def test_shift_isometry_accepts_a_gram_spread_equal_to_the_tolerance():
+    # Integer vectors near 30 (cos m pi/3, sin m pi/3): their Gram matrix, by hand,
+    # [[900, 450, -450], [450, 901, 451], [-450, 451, 901]], spreads by 1 along its main and
+    # first diagonals, with scale 901. "Not Toeplitz" means a spread *above* atol * scale:
+    # atol = 1/901 (atol * 901 is 1.0 in float64) is accepted, a smaller atol is refused.
+    p = np.array([[30.0, 0.0], [15.0, 26.0], [-15.0, 26.0]])
+    atol = 1 / 901
+    assert atol * 901 == 1.0
+    u = shift_isometry(p, atol)
+    # the least-squares shift of these rounded points: within 1 of the next point
+    assert np.abs(u @ p[0] - p[1]).max() < 1.0 and np.abs(u @ p[1] - p[2]).max() < 1.0
+    with pytest.raises(ValueError, match=r"^the inner products of the rows of vectors do not"):
+        shift_isometry(p, 0.999 / 901)
+
+
+def test_shift_isometry_refuses_when_the_first_positions_span_too_little():
+    """p_m = s (cos m w, sin m w), m = 0, 1, 2, with w = 0.01: by hand, the singular values of
+    the three rows are s sqrt(2 + cos 2w) and s sqrt(1 - cos 2w), those of p_0, p_1 are
+    s sqrt(1 +- cos w). At atol = 3e-5 both rows' directions count (rank 2), but the smaller
+    direction of p_0, p_1 falls below sqrt(atol) times the largest singular value: the shift
+    is not determined on the plane, so the call refuses; at atol = 1e-5 it is, and U is the
+    rotation by w. The scale s = 1000 checks that the threshold is relative."""
+    w, s = 0.01, 1000.0
+    p = s * np.array([[math.cos(m * w), math.sin(m * w)] for m in range(3)])
+    top = s * math.sqrt(2 + math.cos(2 * w))
+    low_all, low_first = s * math.sqrt(1 - math.cos(2 * w)), s * math.sqrt(1 - math.cos(w))
+    assert low_first <= math.sqrt(3e-5) * top < low_all
+    with pytest.raises(ValueError, match=r"^p_0, \.\.\., p_\(N-2\) span fewer than the 2 dim"):
+        shift_isometry(p, 3e-5)
+    assert math.sqrt(1e-5) * top < low_first
+    rotation = np.array([[math.cos(w), -math.sin(w)], [math.sin(w), math.cos(w)]])
+    np.testing.assert_allclose(shift_isometry(p, 1e-5), rotation, rtol=0, atol=1e-8)
+
+
+def test_shift_isometry_treats_a_pair_that_barely_turns_as_constant():
+    """Two pairs, s (cos 0.7 m, sin 0.7 m, cos 1e-6 m, sin 1e-6 m), m = 0..5, s = 1000: the
+    slow pair moves by at most 5e-6 s, so the direction it adds has a singular value below
+    sqrt(atol) = 3.2e-5 times the largest (atol = 1e-9) and counts as zero (the docstring's
+    rule, relative to the largest singular value). U turns the first plane by 0.7 and leaves
+    the slow pair fixed, to within its 1e-6 turn."""
+    s, w, eps = 1000.0, 0.7, 1e-6
+    p = s * np.array(
+        [[math.cos(w * m), math.sin(w * m), math.cos(eps * m), math.sin(eps * m)] for m in range(6)]
+    )
+    expected = np.eye(4)
+    expected[:2, :2] = [[math.cos(w), -math.sin(w)], [math.sin(w), math.cos(w)]]
+    np.testing.assert_allclose(shift_isometry(p), expected, rtol=0, atol=1e-5)
