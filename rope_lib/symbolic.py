@@ -8,7 +8,8 @@ parts of sines and cosines of single symbols, where the cancellation is polynomi
 
 The symbolic constructions of chapters 3 and 4 (``rope_lib.sinusoidal.symbolic_encoding``,
 ``rope_lib.rotation.symbolic_rotation_matrix``) read their position symbol and frequency
-symbols through :func:`_symbolic_inputs`, so that both accept and refuse the same inputs.
+symbols through one private helper, ``_symbolic_inputs``, so that both accept and refuse
+the same inputs.
 
 sympy is imported when one of these functions is first called, not when :mod:`rope_lib` is.
 """
