@@ -797,7 +797,8 @@ def test_sweep_starts_from_the_largest_shorter_length_computed(monkeypatch):
     assert bb.min_base(101, 8, max_steps=5) == b100
 
 
-def test_min_base_budget_error_names_the_search():
+def test_min_base_budget_error_names_the_search(monkeypatch):
+    monkeypatch.setattr(bb, "_SWEEPS", {})  # nothing memoised: the sweep must run
     with pytest.raises(ValueError) as err:
         bb.min_base_search(300, 6, max_steps=1)
     text = str(err.value)
@@ -1032,3 +1033,12 @@ def test_max_context_default_limit_is_a_whole_number_when_d_2_does_not_divide_2_
     horizon = bb.max_context(1e4, d)
     sums = direct(np.arange(horizon + 1), d, 1e4)
     assert sums[:horizon].min() >= 0 > sums[horizon]
+
+
+@pytest.mark.parametrize("length", [1, 2])
+def test_walk_for_two_distances_needs_no_scan(length):
+    # L <= 2: every base is feasible (B_0 = d/2, B_1 > 0) without a scan, and the
+    # certificate holds at once (every (L-1) theta_i <= 1 < pi/2, each cosine > 0), so the
+    # walk costs one step for the visit and one for the certificate's d/2 terms
+    assert certificate(5.0, length, 8) > 0
+    assert bb.feasible_window_top(5.0, length, 8, max_steps=2) == math.inf
