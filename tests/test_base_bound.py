@@ -689,7 +689,7 @@ def test_max_context_term_bound_names_the_largest_limit_for_d():
     with pytest.raises(ValueError) as err:
         bb.max_context(10.0, d, limit=limit)
     assert f"limit * d/2 = {limit} * {d // 2} terms" in str(err.value)
-    assert f"(at most {2**32 // (d // 2)} for d = {d})" in str(err.value)
+    assert f"pass a smaller limit (at most {2**32 // (d // 2)} for d = {d})" in str(err.value)
 
 
 def test_default_head_dimension_is_128():
