@@ -13,6 +13,8 @@ them as facts.
 from __future__ import annotations
 
 import math
+import time
+import warnings
 
 import mpmath
 import numpy as np
@@ -642,3 +644,401 @@ def test_max_context_default_limit_works_for_large_d(d: int) -> None:
     th = 1e4 ** (-2.0 * np.arange(d // 2) / d)
     sums = np.cos(np.outer(np.arange(horizon + 1), th)).sum(axis=1)
     assert sums[:horizon].min() >= 0 > sums[horizon]
+
+
+# ------------------------------------------------------------------------------------------
+# issue 22 (mutation testing): limits, defaults and evidence that no earlier test read
+# ------------------------------------------------------------------------------------------
+def test_size_limits_are_named_with_their_constant_and_value():
+    """Each refusal of a too-large argument names the argument, the largest accepted value and
+    the module constant that sets it (which a reader can look up and quote)."""
+    cases = [
+        (lambda: bb.base_is_feasible(1e4, 2**22 + 1), "context_length", 2**22, "2**22"),
+        (lambda: bb.min_base(1, max_steps=10**8 + 1), "max_steps", 10**8, "10**8"),
+        (lambda: bb.max_context(10.0, 8, limit=2**26 + 1), "limit", 2**26, "2**26"),
+    ]
+    constants = {"context_length": "MAX_CONTEXT_LENGTH", "max_steps": "MAX_STEPS"}
+    for call, name, largest, written in cases:
+        constant = constants.get(name, "MAX_HORIZON_LIMIT")
+        assert getattr(bb, constant) == largest
+        with pytest.raises(ValueError) as err:
+            call()
+        assert f"{name} must be an integer <= {largest}" in str(err.value)
+        assert f"rope_lib.base_bound.{constant} = {written}" in str(err.value)
+
+
+def test_smallest_accepted_budget_and_limit():
+    # max_steps = 1 is a budget (L <= 2 costs nothing: the infimum 1.0 is returned)
+    assert bb.min_base(1, 8, max_steps=1) == 1.0
+    # limit >= 2: limit = 1 is refused by name; limit = 2 is accepted and, since B_0 = d/2
+    # and B_1 > 0 for every base, always ends in "the horizon exceeds limit"; for d = 2
+    # (B_m = cos m) limit = 3 finds the horizon 2 (cos 2 < 0)
+    with pytest.raises(ValueError, match="limit must be an integer >= 2"):
+        bb.max_context(10.0, 2, limit=1)
+    with pytest.raises(ValueError, match="every m < limit = 2 "):
+        bb.max_context(10.0, 2, limit=2)
+    assert math.cos(2) < 0 < math.cos(1)
+    assert bb.max_context(10.0, 2, limit=3) == 2
+
+
+def test_max_context_term_bound_names_the_largest_limit_for_d():
+    # d = 130: limit * d/2 = 2**26 * 65 > 2**32 terms, so this limit is refused before any
+    # work, and the message gives the numbers and the largest limit for this d
+    d, limit = 130, 2**26
+    assert limit * (d // 2) > 2**32
+    with pytest.raises(ValueError) as err:
+        bb.max_context(10.0, d, limit=limit)
+    assert f"limit * d/2 = {limit} * {d // 2} terms" in str(err.value)
+    assert f"pass a smaller limit (at most {2**32 // (d // 2)} for d = {d})" in str(err.value)
+
+
+def test_default_head_dimension_is_128():
+    # the documented defaults d = 128 of max_context and min_base_search
+    assert bb.max_context(1e4) == brute_horizon(1e4, 128, 4000) == 1707
+    assert bb.min_base_search(3).d == 128
+
+
+def _b2_root(d: int) -> float:
+    """The base where B_2 = sum_i cos(2 b^(-2i/d)) crosses zero: bisection in 50-digit
+    mpmath (B_2 increases with b, from (d/2) cos 2 < 0 at b = 1)."""
+    with mpmath.workdps(50):
+
+        def b2(b):
+            return mpmath.fsum(mpmath.cos(2 * b ** (mpmath.mpf(-2 * i) / d)) for i in range(d // 2))
+
+        lo, hi = mpmath.mpf(1), mpmath.mpf(100)
+        assert b2(lo) < 0 < b2(hi)
+        for _ in range(120):
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if b2(mid) >= 0 else (mid, hi)
+        return float(hi)
+
+
+@pytest.mark.parametrize("d", [16, 128])
+def test_min_base_for_three_distances_is_the_zero_of_b2(monkeypatch, d):
+    """For L = 3 the only condition is B_2 >= 0 (B_0 = d/2, B_1 > 0), and B_2 increases with
+    the base, so the minimum base is the zero of B_2: below 2 for these d. A fresh memo, so
+    that the sweep runs from b = 1 whatever ran before."""
+    monkeypatch.setattr(bb, "_SWEEPS", {})
+    root = _b2_root(d)
+    assert root < 2.0
+    result = bb.min_base_search(3, d) if d != 128 else bb.min_base_search(3)
+    assert result.base == pytest.approx(root, rel=1e-8)
+    assert result.start == 1.0
+
+
+@pytest.mark.parametrize(("length", "d"), [(1, 8), (2, 8), (2, 2), (1, 2)])
+def test_at_most_two_distances_give_the_infimum(length, d):
+    # L <= 2: every base works (B_0 = d/2, B_1 > 0), also for d = 2; the infimum 1.0 is
+    # returned with the problem it answers and the start of a fresh chain
+    r = bb.min_base_search(length, d)
+    assert (r.base, r.context_length, r.d, r.start) == (1.0, length, d, 1.0)
+    assert bb.base_is_feasible(1.5, length, d)
+
+
+def test_feasibility_at_three_distances_is_the_sign_of_b2():
+    # closed forms: d = 2, B_2 = cos 2 < 0 at every base; d = 4, B_2 = cos 2 + cos(2/sqrt(b))
+    assert not bb.base_is_feasible(10.0, 3, 2)
+    assert math.cos(2) + math.cos(2 / math.sqrt(2.0)) < 0 < math.cos(2) + math.cos(1.0)
+    assert not bb.base_is_feasible(2.0, 3, 4)
+    assert bb.base_is_feasible(4.0, 3, 4)
+
+
+def test_chain_goes_through_the_powers_of_two_and_its_evidence_adds_up(monkeypatch):
+    """min_base_search(200, 8) from an empty memo computes 4, 8, ..., 128 first (the
+    documented chain) and each result carries the evidence of the chain so far: steps, gaps
+    and budget only grow (the first sweep must step: b = 1 is infeasible, B_2 = (d/2) cos 2
+    < 0), every sweep ends with a full scan, min_margin is min_m B_m at the
+    base (direct sums here), seconds is CPU time spent inside the call, and work is the
+    budget used: the same search succeeds with max_steps = work and not with one step less."""
+    monkeypatch.setattr(bb, "_SWEEPS", {})
+    t0 = time.process_time()
+    last = bb.min_base_search(200, 8)
+    elapsed = time.process_time() - t0
+    chain = bb._SWEEPS[8]
+    assert sorted(chain) == [4, 8, 16, 32, 64, 128, 200]
+    assert chain[4].n_steps >= 1
+    prev = None
+    for length in sorted(chain):
+        r = chain[length]
+        assert (r.context_length, r.d, r.start) == (length, 8, 1.0)
+        assert r.min_margin == pytest.approx(direct(np.arange(length), 8, r.base).min(), abs=1e-13)
+        assert all(0 < hi / lo - 1 <= 1.1e-9 for lo, hi in r.gaps)
+        if prev is not None:
+            assert r.n_steps >= prev.n_steps and r.n_scans > prev.n_scans
+            assert r.work > prev.work and r.seconds >= prev.seconds
+            assert r.gaps[: len(prev.gaps)] == prev.gaps
+        prev = r
+    assert 0 < last.seconds <= elapsed
+    assert last.n_scans >= len(chain) and last.gaps
+    monkeypatch.setattr(bb, "_SWEEPS", {})
+    assert bb.min_base_search(200, 8, max_steps=last.work).base == last.base
+    monkeypatch.setattr(bb, "_SWEEPS", {})
+    with pytest.raises(ValueError, match="max_steps"):
+        bb.min_base_search(200, 8, max_steps=last.work - 1)
+
+
+def test_a_given_memo_is_filled_and_the_module_memo_left_alone(monkeypatch):
+    # rope_lib.base_table.min_base_table passes a fresh memo so that its rows are computed
+    # (and timed) from scratch: the whole chain goes there, none into the module's memo
+    monkeypatch.setattr(bb, "_SWEEPS", {})
+    memo: dict = {}
+    r = bb._search_checked(100, 8, [10**5], 10**5, memo)
+    assert sorted(memo) == [4, 8, 16, 32, 64, 100] and memo[100] is r
+    assert bb._SWEEPS.get(8, {}) == {}
+
+
+def test_sweep_starts_from_the_largest_shorter_length_computed(monkeypatch):
+    # after L = 100, the sweep for 101 starts at the base for 100; that base is already
+    # feasible for 101 (direct sums here), so a handful of steps of budget suffice
+    monkeypatch.setattr(bb, "_SWEEPS", {})
+    b100 = bb.min_base(100, 8)
+    assert feasible(b100, 101, 8)
+    assert bb.min_base(101, 8, max_steps=5) == b100
+
+
+def test_min_base_budget_error_names_the_search(monkeypatch):
+    monkeypatch.setattr(bb, "_SWEEPS", {})  # nothing memoised: the sweep must run
+    with pytest.raises(ValueError) as err:
+        bb.min_base_search(300, 6, max_steps=1)
+    text = str(err.value)
+    assert "min_base for context_length = 300, d = 6" in text
+    assert "max_steps = 1;" in text and f"(at most {10**8})" in text
+
+
+# the window walk
+def certificate(base: float, length: int, d: int) -> float:
+    """The bound of feasible_window_top's docstring, computed here: pairs with
+    (L-1) theta_i <= pi/2 count cos((L-1) theta_i), every other pair -1. When it is >= 0,
+    every base from ``base`` up is feasible."""
+    angles = (length - 1) * base ** (-2.0 * np.arange(d // 2) / d)
+    slow = angles <= math.pi / 2
+    return float(np.cos(angles[slow]).sum()) - float(np.count_nonzero(~slow))
+
+
+def brute_walk(base: float, length: int, d: int, rel_step: float) -> tuple[float, int]:
+    """The walk written here: the last feasible base b (1 + s)^k before the first infeasible
+    one, and k (direct sums, mpmath near zero)."""
+    top, k = base, 0
+    while feasible(top * (1.0 + rel_step), length, d):
+        top, k = top * (1.0 + rel_step), k + 1
+        assert k < 10_000
+    return top, k
+
+
+@pytest.mark.parametrize("rel_step", [0.0, -0.1, 1.0, 1.5])
+def test_window_walk_rel_step_lies_in_the_open_unit_interval(rel_step):
+    with pytest.raises(ValueError) as err:
+        bb.feasible_window_top(4096.0, 1024, 128, rel_step=rel_step)
+    assert "rel_step must be a finite real number in (0.0, 1.0)" in str(err.value)
+
+
+def test_walk_answers_inf_at_once_where_the_certificate_holds():
+    """L = 1000, d = 8, at the base where pair 1 has (L-1) theta_1 just below pi/2: the
+    certificate holds (pair 0 is fast, pairs 2 and 3 are near 1), so the walk answers inf
+    without visiting another base. Checking b costs 1 step for the visit, 1 for the 1000 x 4
+    terms of its scan and 1 for the certificate's 4 terms, far below a budget of 20."""
+    length, d = 1000, 8
+    base = ((length - 1) / (math.pi / 2 * (1 - 1e-6))) ** 4
+    angle_1 = (length - 1) * base**-0.25
+    assert math.pi / 3 < angle_1 < math.pi / 2 < length * base**-0.25
+    assert certificate(base, length, d) > 0.5
+    m = np.arange(length)
+    for b in base * np.logspace(0, 12, 25):  # and indeed feasible from b up
+        assert direct(m, d, b).min() >= 0
+    assert bb.feasible_window_top(base, length, d, max_steps=20) == math.inf
+
+
+def test_walk_without_the_certificate_visits_the_next_base():
+    """L = 16, d = 8, b = 6315: feasible, but the certificate fails (it would hold for
+    L - 1 = 15 distances), so the walk must check b (1 + s): with a budget of 3 steps (the
+    visit of b, its scan, the certificate) it runs out and says so, after 0 steps."""
+    length, d, base = 16, 8, 6315.0
+    assert feasible(base, length, d)
+    assert certificate(base, length, d) < 0 <= certificate(base, length - 1, d)
+    with pytest.raises(ValueError) as err:
+        bb.feasible_window_top(base, length, d, max_steps=3)
+    assert "feasible_window_top (still feasible after 0 relative steps of 0.0001)" in str(err.value)
+    assert "max_steps = 3;" in str(err.value)
+
+
+def test_walk_does_not_count_a_wide_angle_as_slow():
+    """L = 32, d = 8, b = 4000: pair 1 has (L-1) theta_1 = 3.9 > pi/2, so its term can be -1
+    at bases above (cos falls to -1 at pi on the way); the walk must not answer inf, and the
+    window indeed ends: it returns the top found by the walk written here."""
+    length, d, base = 32, 8, 4000.0
+    assert math.pi / 2 < (length - 1) * base**-0.25 < 2 * math.pi
+    assert feasible(base, length, d) and certificate(base, length, d) < 0
+    top, k = brute_walk(base, length, d, 1e-3)
+    assert 0 < k and bb.feasible_window_top(base, length, d, rel_step=1e-3) == top
+
+
+def test_walk_budget_counts_each_visit_and_each_scan(monkeypatch):
+    """The walk from min_base(2048) (d = 128) with s = 1e-4 takes k feasible steps (the walk
+    written here). By the documented accounting each step costs one step for the visit plus
+    2048 x 64 / 2**16 = 2 for the scan of the new base, so 3k - 1 steps cannot finish it;
+    counting the certificate's terms as one more step and the first and last checks, 4k + 12
+    suffice. The budget error says how far the walk got: a base still feasible."""
+    length, d, s = 2048, 128, 1e-4
+    base = bb.min_base(length, d)
+    top, k = brute_walk(base, length, d, s)
+    assert k >= 20
+    assert bb.feasible_window_top(base, length, d, rel_step=s, max_steps=4 * k + 12) == top
+    with pytest.raises(ValueError) as err:
+        bb.feasible_window_top(base, length, d, rel_step=s, max_steps=3 * k - 1)
+    text = str(err.value)
+    assert f"max_steps = {3 * k - 1};" in text and f"(at most {10**8})" in text
+    walked = int(text.split("still feasible after ")[1].split(" relative steps")[0])
+    assert (3 * k - 1 - 8) // 4 <= walked < k
+    reached = base
+    for _ in range(walked):
+        reached *= 1.0 + s
+    assert feasible(reached, length, d)
+
+
+def test_walk_budget_counts_the_scan_of_the_starting_base():
+    # L = 2**16, d = 128: checking the starting base evaluates 2**16 x 64 terms, 64 steps,
+    # beyond a budget of 10, although the certificate holds there (b = 1e30)
+    length, d = 2**16, 128
+    assert certificate(1e30, length, d) > 0
+    with pytest.raises(ValueError) as err:
+        bb.feasible_window_top(1e30, length, d, max_steps=10)
+    assert "after 0 relative steps" in str(err.value) and "max_steps = 10;" in str(err.value)
+
+
+def test_walk_refuses_to_pass_1e300():
+    # d = 4: the certificate is cos((L-1) b^(-1/2)) - 1 <= 0 at every base (never above the
+    # round-off margin it must clear), and for L = 3 every base above 3.1 is feasible
+    # (B_2 = cos 2 + cos(2/sqrt(b))), so the walk goes on until the next base would pass
+    # 1e300, and says so
+    assert certificate(1e299, 3, 4) <= 0 <= math.cos(2) + math.cos(2 / math.sqrt(3.1))
+    with pytest.raises(ValueError, match="to 1e300 is feasible"):
+        bb.feasible_window_top(1e299, 3, 4, rel_step=0.5)
+
+
+# the closed form and the Monte Carlo: sizes, shapes, defaults, the estimator itself
+def test_gap_tables_are_refused_by_their_size(monkeypatch):
+    """With MAX_ELEMENTS lowered, each table is refused by its own count: len(m) x d/2
+    rotations or phases, 8 x n_samples x (d + len(m)) working numbers; the message says
+    which table, its size, and (Monte Carlo) what to make smaller."""
+    from rope_lib import _validate
+
+    monkeypatch.setattr(_validate, "MAX_ELEMENTS", 1000)
+    with pytest.raises(ValueError) as err:
+        bb.similarity_gap_expected(np.arange(200), 16)
+    assert "the table of rotations, len(m) x d/2 would have 1600 elements" in str(err.value)
+    monkeypatch.setattr(_validate, "MAX_ELEMENTS", 20000)
+    with pytest.raises(ValueError) as err:
+        bb.similarity_gap_monte_carlo(np.arange(3), 8, n_samples=1000)
+    text = str(err.value)
+    assert "8 x 1000 x 11 numbers: draws, pairs, table of scores) would have 88000" in text
+    assert "pass a smaller n_samples" in text
+    # 8 x 2 x (64 + 1000) = 17024 working numbers pass; 1000 x 32 = 32000 phases do not
+    with pytest.raises(ValueError) as err:
+        bb.similarity_gap_monte_carlo(np.arange(1000), 64, n_samples=2)
+    assert "the table of phases, len(m) x d/2 would have 32000 elements" in str(err.value)
+
+
+def test_closed_form_of_one_distance_is_a_float64():
+    # documented: numpy.float64 for a single m, an array shaped like m otherwise
+    d, base, mu_q, mu_k = 8, 50.0, 0.3, -0.2
+    one = bb.similarity_gap_expected(3, d, base, mean_q=mu_q, mean_k=mu_k)
+    mu = np.full(d, mu_q)
+    expected = mp_margin(3, d, base) + mu @ rotation(3, d, base) @ (mu - mu_k) / 2
+    assert isinstance(one, np.float64) and one == pytest.approx(expected, abs=1e-12)
+    many = bb.similarity_gap_expected([3], d, base, mean_q=mu_q, mean_k=mu_k)
+    assert isinstance(many, np.ndarray) and many.shape == (1,) and many[0] == one
+
+
+def test_overflow_is_refused_without_a_numpy_warning():
+    # the refusal is the ValueError naming the means, not a RuntimeWarning first
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="mean_q and mean_k"):
+            bb.similarity_gap_expected([0, 3], 8, mean_q=1e300)
+        with pytest.raises(ValueError, match="mean_q, mean_k and eps_scale"):
+            bb.similarity_gap_monte_carlo([0, 3], 8, n_samples=16, mean_q=1e300)
+        # every score is finite (|q|^2 / 2 ~ 0.64e308 for d = 2) but their mean overflows
+        with pytest.raises(ValueError, match="mean_q, mean_k and eps_scale"):
+            bb.similarity_gap_monte_carlo([0], 2, n_samples=16, mean_q=0.8e154)
+
+
+def mc_by_rotation_matrices(m, d, base, n, sigma, mu_q, mu_k, eps, confidence, seed):
+    """The estimator of similarity_gap_monte_carlo's docstring, written here with rotation
+    matrices: the seed's draws of q, k and epsilon (in that order), the mean of
+    (q^T R_m k* - q^T R_m k) / (2 sigma^2) and z_{(1+c)/2} s / sqrt(N), z from mpmath."""
+    rng = np.random.default_rng(seed)
+    q = mu_q + sigma * rng.standard_normal((n, d))
+    k = mu_k + sigma * rng.standard_normal((n, d))
+    k_star = q + eps * rng.standard_normal((n, d))
+    z = math.sqrt(2) * float(mpmath.erfinv(confidence))
+    est, half = [], []
+    for x in np.atleast_1d(m):
+        r = rotation(int(x), d, base)
+        s = (np.einsum("ni,ij,nj->n", q, r, k_star) - np.einsum("ni,ij,nj->n", q, r, k)) / (
+            2 * sigma**2
+        )
+        est.append(s.mean())
+        half.append(z * s.std(ddof=1) / math.sqrt(n))
+    return np.array(est), np.array(half)
+
+
+def test_monte_carlo_is_the_documented_estimator_of_its_draws():
+    # the defaults (base 1e4, 20000 samples, sigma 1, zero means, eps 0, 95 %, seed 0)
+    d, m = 4, [0, 1, 5]
+    got = bb.similarity_gap_monte_carlo(m, d)
+    want = mc_by_rotation_matrices(m, d, 1e4, 20000, 1.0, 0.0, 0.0, 0.0, 0.95, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    # every keyword away from its default, and a single distance
+    rng = np.random.default_rng(4)
+    mu_q, mu_k = rng.normal(size=6), rng.normal(size=6)
+    kw = dict(sigma=0.7, mean_q=mu_q, mean_k=mu_k, eps_scale=0.3, confidence=0.8, seed=5)
+    for m in ([0, 2, 7], 4):
+        got = bb.similarity_gap_monte_carlo(m, 6, 50.0, n_samples=300, **kw)
+        assert got[0].shape == got[1].shape == np.atleast_1d(m).shape
+        want = mc_by_rotation_matrices(m, 6, 50.0, 300, 0.7, mu_q, mu_k, 0.3, 0.8, 5)
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_monte_carlo_needs_two_samples():
+    # a half-width needs the sample standard deviation: n_samples >= 2, and 2 is enough
+    with pytest.raises(ValueError, match="n_samples must be an integer >= 2"):
+        bb.similarity_gap_monte_carlo([0, 3], 8, n_samples=1)
+    got = bb.similarity_gap_monte_carlo([0, 3], 8, 10.0, n_samples=2, eps_scale=1.0, seed=9)
+    want = mc_by_rotation_matrices([0, 3], 8, 10.0, 2, 1.0, 0.0, 0.0, 1.0, 0.95, 9)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_mean_of_two_dimensions_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"mean_q must be a scalar or a vector of length d = 8"):
+        bb.similarity_gap_expected(3, 8, mean_q=np.ones((2, 8)))
+
+
+def test_symbolic_gap_default_is_d_4_with_real_angles_a0_a1():
+    # documented default d = 4: two pairs, angle symbols a_0, a_1, real (they are m theta_i)
+    import sympy as sp
+
+    g = bb.symbolic_similarity_gap()
+    assert [str(a) for a in g["angles"]] == ["a0", "a1"]
+    assert all(a.is_real for a in g["angles"])
+    assert g["R"].shape == (4, 4)
+    assert sp.im(sp.cos(g["angles"][0])) == 0
+
+
+def test_max_context_default_limit_is_a_whole_number_when_d_2_does_not_divide_2_32():
+    # d = 130: the largest limit the term bound allows is 2**32 // 65 (2**32 / 65 is not a
+    # whole number); a plain call uses it, and the horizon matches direct cosine sums
+    d = 130
+    assert 2**32 % (d // 2) != 0
+    horizon = bb.max_context(1e4, d)
+    sums = direct(np.arange(horizon + 1), d, 1e4)
+    assert sums[:horizon].min() >= 0 > sums[horizon]
+
+
+@pytest.mark.parametrize("length", [1, 2])
+def test_walk_for_two_distances_needs_no_scan(length):
+    # L <= 2: every base is feasible (B_0 = d/2, B_1 > 0) without a scan, and the
+    # certificate holds at once (every (L-1) theta_i <= 1 < pi/2, each cosine > 0), so the
+    # walk costs one step for the visit and one for the certificate's d/2 terms
+    assert certificate(5.0, length, 8) > 0
+    assert bb.feasible_window_top(5.0, length, 8, max_steps=2) == math.inf
