@@ -491,9 +491,9 @@ def curve(r: float, far: float | None = None) -> list[float]:
     """Six bins whose reach at level 1/2 is ``r`` (0, 1..5 or inf); ``far`` is the last bin
     (default 0.1, and 0.6 for r = inf, which must stay at or above the level).
 
-    For r = k + 1 the bins are 0.9 up to bin k, 0.5 at bin k (at the level, not below it),
-    then 0.2, so the curve first falls below 1/2 right after centre k + 1 and the
-    interpolation starts there with weight 0.  At level 0.7 the same curve first falls below
+    For r = k + 1, bins 0..k-1 are 0.9, bin k (centre k + 1) is 0.5 (at the level, not below
+    it) and the rest 0.2, so the curve first falls below 1/2 at bin k + 1 and the
+    interpolation starts from centre k + 1 with weight 0.  At level 0.7 the same curve first falls below
     at bin k, halfway (in accuracy) from 0.9 to 0.5: reach sqrt(k (k + 1)), 0 for k = 0.
     """
     far = (0.6 if r == math.inf else 0.1) if far is None else far
@@ -521,9 +521,8 @@ def test_reach_plateau_at_the_level_and_float32_accuracies() -> None:
     c = [1.0, 10.0, 100.0, 1000.0]
     # a plateau exactly at the level is not below it: the fall starts at its last bin, 100
     assert math.isclose(rp.reach(c, [0.9, 0.5, 0.5, 0.1]), 100.0)
-    assert math.isclose(
-        rp.reach(c, [0.5, 0.1, 0.1, 0.1]), 1.0
-    )  # the first bin is at the level, not below
+    # the first bin is at the level, not below it: the reach is its centre, not 0
+    assert math.isclose(rp.reach(c, [0.5, 0.1, 0.1, 0.1]), 1.0)
     # float32 accuracies are read as the numbers they are: float32(0.7) = 0.69999998... is
     # below 0.7, so the curve falls below 0.7 at the second bin, not after the plateau
     acc = np.array([0.9, 0.7, 0.7, 0.1], dtype=np.float32)
