@@ -479,3 +479,342 @@ def test_needle_report_refuses_other_blobs() -> None:
     del blob["runs"][0]["absent_target"]
     with pytest.raises(ValueError, match="absent_target"):
         rp.needle_outcomes(blob)
+
+
+# ---- issue 22, rep1: value tests of the readings of chapter 9 (reach, reach_table, pairs,
+# window edges, distractors, predictor comparison, learned horizons) on hand-built runs ----
+# Bins [1, 2), [2, 3), ..., [6, 7): the centres sqrt(e (e' - 1)) are the whole numbers 1..6.
+E7 = [1, 2, 3, 4, 5, 6, 7]
+
+
+def curve(r: float, far: float | None = None) -> list[float]:
+    """Six bins whose reach at level 1/2 is ``r`` (0, 1..5 or inf); ``far`` is the last bin
+    (default 0.1, and 0.6 for r = inf, which must stay at or above the level).
+
+    For r = k + 1, bins 0..k-1 are 0.9, bin k (centre k + 1) is 0.5 (at the level, not below
+    it) and the rest 0.2, so the curve first falls below 1/2 at bin k + 1 and the
+    interpolation starts from centre k + 1 with weight 0.  At level 0.7 the same curve first falls below
+    at bin k, halfway (in accuracy) from 0.9 to 0.5: reach sqrt(k (k + 1)), 0 for k = 0.
+    """
+    far = (0.6 if r == math.inf else 0.1) if far is None else far
+    if r == 0:
+        return [0.3] * 5 + [far]
+    if r == math.inf:
+        return [0.9] * 5 + [far]
+    k = int(r) - 1
+    return [0.9] * k + [0.5] + [0.2] * (4 - k) + [far]
+
+
+def r1_run(
+    span: int, d: int, base: float, seed: int, acc: list[float], more: dict | None = None
+) -> dict:
+    """A run of experiment 1 trained with 32 tokens; ``more`` adds evaluations {tokens: acc}."""
+    evs = [{"tokens": t, "bin_edges": E7, "n": [100] * 6, "accuracy": a} for t, a in
+           {32: acc, **(more or {})}.items()]  # fmt: skip
+    return {
+        "span": span, "tokens": 32, "d": d, "distances": "log_uniform", "eval_tokens": [],
+        "base": base, "seed": seed, "evaluations": evs, "form_blocks": [[[1, 0], [0, 1]]] * (d // 2),
+    }  # fmt: skip
+
+
+def test_reach_plateau_at_the_level_and_float32_accuracies() -> None:
+    c = [1.0, 10.0, 100.0, 1000.0]
+    # a plateau exactly at the level is not below it: the fall starts at its last bin, 100
+    assert math.isclose(rp.reach(c, [0.9, 0.5, 0.5, 0.1]), 100.0)
+    # the first bin is at the level, not below it: the reach is its centre, not 0
+    assert math.isclose(rp.reach(c, [0.5, 0.1, 0.1, 0.1]), 1.0)
+    # float32 accuracies are read as the numbers they are: float32(0.7) = 0.69999998... is
+    # below 0.7, so the curve falls below 0.7 at the second bin, not after the plateau
+    acc = np.array([0.9, 0.7, 0.7, 0.1], dtype=np.float32)
+    a0, a1 = float(acc[0]), float(acc[1])
+    want = math.exp((a0 - 0.7) / (a0 - a1) * math.log(10.0))
+    assert math.isclose(rp.reach(c, acc, 0.7), want, rel_tol=1e-12) and 9.9 < want < 10.0
+
+
+def test_reach_table_by_hand() -> None:
+    # span 16 is the horizon of base 100 at d = 16 (max_context(100, 16) = 16): feasible
+    # means horizon >= span, so base 100 is feasible and base 10 (horizon 5) is not
+    span = max_context(100.0, 16)
+    assert span == 16
+    reaches = {10.0: (2, 3), 100.0: (1, 1), 1000.0: (0, 2), 1e4: (math.inf, 2)}
+    fars = {10.0: (0.1, 0.3), 100.0: (0.2, 0.2), 1000.0: (0.1, 0.1), 1e4: (0.6, 0.2)}
+    at64 = {10.0: (4, 5)}
+    runs = [
+        r1_run(span, 16, b, s, curve(r[s], fars[b][s]), {64: curve(at64.get(b, (1, 1))[s])})
+        for b, r in reaches.items()
+        for s in (0, 1)
+    ]
+    rows = rp.reach_table(fake_blob(runs[::-1]))
+    assert [r["base"] for r in rows] == [10.0, 100.0, 1000.0, 1e4]
+    assert [r["feasible"] for r in rows] == [False, True, True, True]
+    ten, hundred, thousand, big = rows
+    assert ten["reach"] == pytest.approx([2, 3]) and thousand["reach"] == pytest.approx([0, 2])
+    half = T1 * (math.log(3) - math.log(2)) / 2  # s = (ln 3 - ln 2) / sqrt 2, over sqrt 2
+    mid = (math.log(2) + math.log(3)) / 2
+    assert (ten["log_reach"], ten["log_reach_low"], ten["log_reach_high"]) == pytest.approx(
+        (mid, mid - half, mid + half)
+    )
+    # reach 1 in both seeds: ln 1 = 0 with no spread
+    assert (
+        hundred["log_reach"],
+        hundred["log_reach_low"],
+        hundred["log_reach_high"],
+    ) == pytest.approx((0, 0, 0), abs=1e-12)
+    for row in (thousand, big):  # a reach of 0 or inf in one seed: no log mean
+        assert all(math.isnan(row[k]) for k in ("log_reach", "log_reach_low", "log_reach_high"))
+    # far: seeds 0.1 and 0.3, s = 0.1 sqrt 2, half-width T1 * 0.1
+    assert (ten["far_mean"], ten["far_low"], ten["far_high"]) == pytest.approx(
+        (0.2, 0.2 - T1 * 0.1, 0.2 + T1 * 0.1)
+    )
+    assert (hundred["far_mean"], hundred["far_low"], hundred["far_high"]) == pytest.approx(
+        (0.2, 0.2, 0.2)
+    )
+    # another evaluation and another level (see curve)
+    assert rp.reach_table(fake_blob(runs), tokens=64)[0]["reach"] == pytest.approx([4, 5])
+    assert rp.reach_table(fake_blob(runs), level=0.7)[0]["reach"] == pytest.approx(
+        [math.sqrt(2), math.sqrt(6)]
+    )
+    for bad in (0.0, 1.0, 1.5, -0.5):
+        with pytest.raises(
+            ValueError, match=r"^level must be a finite real number in \(0\.0, 1\.0\)"
+        ):
+            rp.reach_table(fake_blob(runs), level=bad)
+    runs[0]["seed"] = 2  # base 1e4 now has seeds 1 and 2, the others 0 and 1
+    with pytest.raises(
+        ValueError, match=r"bases of cell \(16, 32, 16, 'log_uniform'\) have different seeds"
+    ):
+        rp.reach_table(fake_blob(runs))
+
+
+def test_pair_outcomes_verdicts_by_hand() -> None:
+    # per base, the reach in seeds 0 and 1 (see curve)
+    reaches = {
+        11.0: (2, 4), 12.0: (1, 2), 13.0: (3, 2), 14.0: (math.inf,) * 2, 15.0: (0, 0),
+        16.0: (math.inf, 2), 17.0: (2, math.inf),
+    }  # fmt: skip
+    runs = [r1_run(64, 16, b, s, curve(r[s])) for b, r in reaches.items() for s in (0, 1)]
+    blob = fake_blob(runs)
+
+    def pair(a: float, b: float, d_b: int = 16) -> Pair:
+        return Pair("T", "discriminating", 64, 32, (16, a), (d_b, b), (0, 0), (0, 0), "a", "b", "b")
+
+    cases = [  # (a, b, verdict, log ratio per seed or None when a reach is 0 or inf)
+        (11.0, 12.0, "a", [math.log(2), math.log(2)]),  # 2/1 and 4/2
+        (12.0, 11.0, "b", [-math.log(2), -math.log(2)]),
+        (13.0, 13.0, "undecided", [0.0, 0.0]),  # equal reaches: the interval is [0, 0]
+        (14.0, 11.0, "a", None),  # a never falls below the level
+        (15.0, 12.0, "b", None),  # a is below it from the first bin
+        (14.0, 14.0, "undecided", None),  # both infinite: a tie in every seed
+        (16.0, 17.0, "undecided", None),  # a in one seed, b in the other
+        (14.0, 16.0, "undecided", None),  # a in one seed, a tie in the other
+    ]
+    pairs = [pair(a, b) for a, b, _, _ in cases]
+    out = rp.pair_outcomes(blob, pairs)
+    for row, p, (a, b, verdict, logs) in zip(out, pairs, cases, strict=True):
+        assert row["pair"] is p
+        assert row["reach_a"] == pytest.approx(reaches[a]) and row["reach_b"] == pytest.approx(
+            reaches[b]
+        )
+        assert row["verdict"] == verdict, (a, b)
+        if logs is None:
+            assert len(row["log_ratio"]) == 3 and all(math.isnan(x) for x in row["log_ratio"])
+        else:  # the two seeds agree, so the interval has no width
+            m = sum(logs) / 2
+            assert row["log_ratio"] == pytest.approx((m, m, m), abs=1e-12)
+    # at level 0.7 the reaches are sqrt(k (k + 1)) (see curve)
+    (row,) = rp.pair_outcomes(blob, [pairs[0]], level=0.7)
+    assert row["reach_a"] == pytest.approx([math.sqrt(2), math.sqrt(12)])
+    assert row["reach_b"] == pytest.approx([0.0, math.sqrt(2)])
+    # members with different numbers of seeds (two against one) are refused, not paired on
+    # the common seeds
+    more = [r1_run(64, 32, 21.0, 0, curve(2))]
+    with pytest.raises(ValueError):
+        rp.pair_outcomes(fake_blob(runs + more), [pair(14.0, 21.0, d_b=32)])
+
+
+def test_edge_outcomes_verdicts_by_hand() -> None:
+    # edges of one cell, 3 seeds; per base the reach and the farthest-bin accuracy per seed
+    inf = math.inf
+    bases = {
+        21.0: ((4, 2, 4), (0.3,) * 3), 22.0: ((4, 2, 4), (0.1,) * 3),  # E1 inside
+        23.0: ((2, 1, 2), (0.1,) * 3), 24.0: ((2, 1, 2), (0.1,) * 3),  # E1 outside
+        25.0: ((1, 1, 1), (0.1,) * 3), 26.0: ((2, 2, 2), (0.3,) * 3),  # E2
+        27.0: ((3, 3, 3), (0.2,) * 3), 28.0: ((3, 3, 3), (0.2,) * 3),  # E3: equal sides
+        29.0: ((4, 1, 2), (0.3, 0.1, 0.2)), 30.0: ((1, 4, 2), (0.1, 0.3, 0.2)),  # E4
+        31.0: ((0, 2, 2), (0.1,) * 3), 32.0: ((2, 2, 2), (0.1,) * 3),  # E5: a 0 inside
+        33.0: ((inf, 2, 2), (0.6, 0.1, 0.1)), 34.0: ((2, 2, 2), (0.1,) * 3),  # E6: inf inside
+        35.0: ((2, 2, 2), (0.1,) * 3), 36.0: ((0, 2, 2), (0.1,) * 3),  # E7: a 0 outside
+        37.0: ((2, 2, 2), (0.1,) * 3), 38.0: ((inf, 2, 2), (0.6, 0.1, 0.1)),  # E8: inf outside
+    }  # fmt: skip
+    runs = [
+        r1_run(64, 16, b, s, curve(r[s], f[s])) for b, (r, f) in bases.items() for s in range(3)
+    ]
+
+    def edge(inside: tuple, outside: tuple) -> WindowEdge:
+        return WindowEdge("T", 64, 32, 16, 1.0, inside, outside, (0,), (0,), "", "", "")
+
+    edges = [
+        edge((21.0, 22.0), (23.0, 24.0)), edge((25.0,), (26.0,)), edge((27.0,), (28.0,)),
+        edge((29.0,), (30.0,)), edge((31.0,), (32.0,)), edge((33.0,), (34.0,)),
+        edge((35.0,), (36.0,)), edge((37.0,), (38.0,)),
+    ]  # fmt: skip
+    out = rp.edge_outcomes(fake_blob(runs), edges)  # the default level is 1/2
+    ln2, ln4 = math.log(2), math.log(4)
+    # E1: per seed, inside far (0.3 + 0.1) / 2 = 0.2 against 0.1; mean log reach inside
+    # (ln 4, ln 2, ln 4), outside (ln 2, 0, ln 2): ln 2 in every seed
+    e1 = out[0]
+    assert e1["edge"] is edges[0] and e1["reference"] is None  # every base is at an edge
+    assert e1["far_inside_runs"] == [[0.3] * 3, [0.1] * 3]
+    assert e1["far_outside_runs"] == [[0.1] * 3, [0.1] * 3]
+    np.testing.assert_allclose(e1["reach_inside"], [[4, 2, 4], [4, 2, 4]])
+    np.testing.assert_allclose(e1["reach_outside"], [[2, 1, 2], [2, 1, 2]])
+    assert e1["far_difference"] == pytest.approx((0.1, 0.1, 0.1), abs=1e-12)
+    assert e1["log_reach_difference"] == pytest.approx((ln2, ln2, ln2), abs=1e-12)
+    assert (e1["far_verdict"], e1["reach_verdict"]) == ("inside", "inside")
+    e2 = out[1]  # inside reach 1 (ln 1 = 0) against 2; far 0.1 against 0.3
+    assert e2["log_reach_difference"] == pytest.approx((-ln2, -ln2, -ln2), abs=1e-12)
+    assert e2["far_difference"] == pytest.approx((-0.2, -0.2, -0.2), abs=1e-12)
+    assert (e2["far_verdict"], e2["reach_verdict"]) == ("outside", "outside")
+    e3 = out[2]  # the same runs on both sides: differences exactly 0, no sign
+    assert e3["far_difference"] == (0, 0, 0) and e3["log_reach_difference"] == (0, 0, 0)
+    assert (e3["far_verdict"], e3["reach_verdict"]) == ("undecided", "undecided")
+    # E4: per seed far differences 0.2, -0.2, 0 and log differences ln 4, -ln 4, 0: mean 0,
+    # half-widths t_{0.975,2} s / sqrt 3 with s = 0.2 and ln 4 (t_{0.975,2} = 4.3027)
+    e4 = out[3]
+    t2 = 4.302652729749464
+    assert e4["far_difference"] == pytest.approx(
+        (0, -t2 * 0.2 / 3**0.5, t2 * 0.2 / 3**0.5), abs=1e-9
+    )
+    assert e4["log_reach_difference"] == pytest.approx(
+        (0, -t2 * ln4 / 3**0.5, t2 * ln4 / 3**0.5), abs=1e-9
+    )
+    assert (e4["far_verdict"], e4["reach_verdict"]) == ("undecided", "undecided")
+    for e in out[4:]:  # a reach of 0 or inf on either side: no log difference
+        assert len(e["log_reach_difference"]) == 3
+        assert all(math.isnan(x) for x in e["log_reach_difference"])
+        assert e["reach_verdict"] == "undecided"
+
+
+def test_edge_reference_with_exactly_two_other_bases() -> None:
+    # horizons at d = 16: base 10 -> 5, base 1e4 -> 91 (max_context); the edge's inside
+    # horizon 100 is nearest 91, its outside horizon 4 nearest 5
+    assert (max_context(10.0, 16), max_context(1e4, 16)) == (5, 91)
+    fars = {40.0: (0.1, 0.1), 50.0: (0.1, 0.1), 1e4: (0.3, 0.2), 10.0: (0.1, 0.1)}
+    runs = [r1_run(64, 16, b, s, curve(2, f[s])) for b, f in fars.items() for s in (0, 1)]
+    edge = WindowEdge("T", 64, 32, 16, 1.0, (40.0,), (50.0,), (100,), (4,), "", "", "")
+    ref = rp.edge_outcomes(fake_blob(runs), [edge])[0]["reference"]
+    assert ref["bases"] == (1e4, 10.0) and ref["horizons"] == (91, 5)
+    # farthest bins 0.3 - 0.1 and 0.2 - 0.1: mean 0.15, s = 0.05 sqrt 2, half-width T1 * 0.05
+    assert ref["far_difference"] == pytest.approx((0.15, 0.15 - T1 * 0.05, 0.15 + T1 * 0.05))
+
+
+def test_distractor_effect_one_seed_at_level_0_7() -> None:
+    # one seed per base; reaches at level 1/2 of the 32- and 64-token evaluations, read at
+    # level 0.7 where a reach k + 1 becomes sqrt(k (k + 1)) (see curve)
+    runs = [
+        r1_run(64, 16, 10.0, 0, curve(2), {64: curve(4)}),
+        r1_run(64, 16, 100.0, 0, curve(3), {64: curve(1)}),
+    ]
+    eff = rp.distractor_effect(fake_blob(runs[::-1]), (64, 32, 16, "log_uniform"), level=0.7)
+    assert eff["tokens"] == [32, 64] and eff["bases"] == [10.0, 100.0]
+    assert eff["reach"].shape == (2, 2, 1)
+    np.testing.assert_allclose(
+        eff["reach"][:, :, 0], [[math.sqrt(2), math.sqrt(6)], [math.sqrt(12), 0.0]]
+    )
+
+
+def test_learned_horizon_of_a_zero_form_and_the_interleaved_layout() -> None:
+    d, base = 8, 500.0
+    zero = [[[0.0, 0.0], [0.0, 0.0]]] * (d // 2)
+    run = fake_run(64, d, base, 0, 10.0)
+    run["evaluations"][0].update(
+        {"target_moment_blocks": zero, "mu_q": [0.0] * d, "mu_k": [0.0] * d}
+    )
+    out = rp.learned_form(fake_blob([run]), (64, 128, d, "log_uniform"))
+    # nothing learned: the margin is 0 at every distance, never negative, so no horizon
+    assert np.all(out["margin"] == 0)
+    assert out["learned_horizon"][0, 0] == math.inf and out["cosine_horizon"][0, 0] == math.inf
+    # interleaved pairs (2i, 2i + 1): with no target moment the margin is -mu_q R_{-m} mu_k
+    rng = np.random.default_rng(2)
+    mu_q, mu_k = rng.standard_normal(d), rng.standard_normal(d)
+    run["evaluations"][0].update({"mu_q": mu_q.tolist(), "mu_k": mu_k.tolist()})
+    blob = fake_blob([run])
+    blob["config"]["layout"] = "interleaved"
+    out = rp.learned_form(blob, (64, 128, d, "log_uniform"))
+    want = [-mu_q @ rotation(-m, d, base, "interleaved") @ mu_k for m in range(1, 65)]
+    np.testing.assert_allclose(out["margin"][0, 0], want, atol=1e-10)
+
+
+def test_predictor_comparison_context_intercepts_level_and_selection_by_hand() -> None:
+    rng = np.random.default_rng(3)
+    bases = [30.0, 100.0, 300.0, 1000.0, 3000.0]
+    runs = []
+    for span in (512, 1024):
+        for d in (16, 32):
+            for b in bases:
+                for s in (0, 1):
+                    target = 3 * max_context(b, d) ** 0.7 * (1.3 if span == 1024 else 1.0)
+                    target *= math.exp(rng.normal(0, 0.1))
+                    run = fake_run(span, d, b, s, target)
+                    # a steeper fall for larger bases, so that the reach at another level is
+                    # not the same multiple of the reach at 1/2 in every row
+                    slope = 0.05 + 0.02 * bases.index(b)
+                    acc = 0.5 - slope * (np.log(centres(EDGES)) - math.log(target))
+                    run["evaluations"][0]["accuracy"] = np.clip(acc, 0.0, 1.0).tolist()
+                    runs.append(run)
+    lu = list(runs)
+    for b in bases:  # a cell trained on other distances: left out unless asked for
+        for s in (0, 1):
+            runs.append(fake_run(1024, 16, b, s, 20.0 * (1 + 0.1 * s)))
+            runs[-1]["distances"] = "uniform"
+    blob = fake_blob(runs)
+    out = rp.predictor_comparison(blob, level=0.6, intercepts="context")
+    assert out["cells"] == [(s, 128, d, "log_uniform") for s in (512, 1024) for d in (16, 32)]
+    assert out["rows"] == [20, 20]
+    fns = {
+        "horizon": lambda r: max_context(r["base"], r["d"]),
+        "quarter_period": lambda r: quarter_period(r["d"], r["base"]),
+        "base": lambda r: r["base"],
+    }
+    sds = {}
+    for name, fn in fns.items():
+        sds[name] = []
+        for s in (0, 1):
+            rows = [r for r in lu if r["seed"] == s]
+            y = [plain_reach(centres(EDGES), r["evaluations"][0]["accuracy"], 0.6) for r in rows]
+            g = np.array([r["span"] for r in rows])  # one intercept per context: the span here
+            sds[name].append(demeaned_sd(np.log(y), np.log([fn(r) for r in rows]), g))
+        a, b = sds[name]
+        assert out[name]["sd"] == pytest.approx([a, b], rel=1e-9)
+        m, half = (a + b) / 2, T1 * abs(a - b) / 2
+        got = (out[name]["sd_mean"], out[name]["sd_low"], out[name]["sd_high"])
+        assert got == pytest.approx((m, m - half, m + half), rel=1e-9)
+    for name in ("quarter_period", "base"):
+        diff = np.subtract(sds[name], sds["horizon"])
+        assert out["difference"][name][0] == pytest.approx(diff.mean(), rel=1e-9)
+    # chosen cells, the other distances among them, and chosen bases
+    cells = [[1024, 128, 16, "uniform"], (512, 128, 32, "log_uniform")]
+    picked = rp.predictor_comparison(blob, cells=cells)
+    assert picked["cells"] == [(1024, 128, 16, "uniform"), (512, 128, 32, "log_uniform")]
+    assert picked["rows"] == [10, 10]
+    assert rp.predictor_comparison(blob, bases=[100, 300.0, 1000])["rows"] == [12, 12]
+
+
+def test_predictor_comparison_rows_of_reach_one_and_zero_and_its_refusals() -> None:
+    # fake_run's curve is 1/2 at the first centre (1) for a target reach of 1: reach exactly 1,
+    # a finite positive reach; a target of 0.5 puts the first bin below 1/2: reach 0
+    assert (
+        plain_reach(centres(EDGES), fake_run(1024, 16, 30.0, 0, 1.0)["evaluations"][0]["accuracy"])
+        == 1.0
+    )
+    targets = {30.0: (1.0, 1.0), 100.0: (0.5, 9.0), 300.0: (20.0, 22.0), 1000.0: (40.0, 41.0)}
+    runs = [fake_run(1024, 16, b, s, t[s]) for b, t in targets.items() for s in (0, 1)]
+    assert rp.predictor_comparison(fake_blob(runs))["rows"] == [3, 3]  # all but base 100
+    for run in runs:
+        run["evaluations"][0]["accuracy"] = [0.9] * 10
+    with pytest.raises(ValueError, match=r"^no row has a finite reach in every seed"):
+        rp.predictor_comparison(fake_blob(runs))
+    with pytest.raises(ValueError, match=r"^slopes must be one of \('common', 'per_d'\)"):
+        rp.predictor_comparison(fake_blob(runs), slopes="each")
+    with pytest.raises(ValueError, match=r"^intercepts must be one of \('cell', 'context'\)"):
+        rp.predictor_comparison(fake_blob(runs), intercepts="base")
