@@ -625,11 +625,14 @@ def test_pair_outcomes_verdicts_by_hand() -> None:
     (row,) = rp.pair_outcomes(blob, [pairs[0]], level=0.7)
     assert row["reach_a"] == pytest.approx([math.sqrt(2), math.sqrt(12)])
     assert row["reach_b"] == pytest.approx([0.0, math.sqrt(2)])
-    # members with different numbers of seeds (two against one) are refused, not paired on
-    # the common seeds
-    more = [r1_run(64, 32, 21.0, 0, curve(2))]
-    with pytest.raises(ValueError):
-        rp.pair_outcomes(fake_blob(runs + more), [pair(14.0, 21.0, d_b=32)])
+    # members run with other seeds are refused by name, not paired on the common seeds or
+    # stretched: one seed against two (with an infinite reach, and with finite ones), and
+    # two seeds with other ids
+    refusal = r"^results: the members of pair .* were run with different seeds"
+    for acc, seeds in ((curve(math.inf), (0,)), (curve(2), (0,)), (curve(2), (5, 6))):
+        more = [r1_run(64, 32, 21.0, s, acc) for s in seeds]
+        with pytest.raises(ValueError, match=refusal):
+            rp.pair_outcomes(fake_blob(runs + more), [pair(11.0, 21.0, d_b=32)])
 
 
 def test_edge_outcomes_verdicts_by_hand() -> None:

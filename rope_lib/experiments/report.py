@@ -477,11 +477,23 @@ def pair_outcomes(
     falls below the level) in some seed, the log ratio is not averaged: the verdict is that
     member's if it holds in every seed, else ``"undecided"``.  Also the farthest-bin
     accuracies and their paired difference.
+
+    Raises
+    ------
+    ValueError
+        The two members of a pair were not run with the same seeds (they may lie in different
+        cells, so the seeds are compared here): a paired comparison needs seed for seed.
     """
     out = []
     for pair in pairs:
         runs_a = _member(results, pair.span, pair.tokens, *pair.a)
         runs_b = _member(results, pair.span, pair.tokens, *pair.b)
+        seeds_a, seeds_b = ([int(r["seed"]) for r in g] for g in (runs_a, runs_b))
+        if seeds_a != seeds_b:
+            raise ValueError(
+                f"results: the members of pair {pair.label} were run with different seeds "
+                f"({seeds_a} and {seeds_b}); a paired comparison needs the same seeds"
+            )
         ra = [_run_reach(r, level) for r in runs_a]
         rb = [_run_reach(r, level) for r in runs_b]
         finite = all(0 < x < math.inf for x in ra + rb)
