@@ -479,3 +479,95 @@ def test_needle_report_refuses_other_blobs() -> None:
     del blob["runs"][0]["absent_target"]
     with pytest.raises(ValueError, match="absent_target"):
         rp.needle_outcomes(blob)
+
+
+# ---- issue 22, rep2: surviving mutants of t_interval, recall_curves, learned_form, the
+# ---- residual SD of predictor_comparison, needle_curves and needle_outcomes, each pinned on
+# ---- a hand-built input whose every output is worked out below with plain arithmetic
+LEVEL_REFUSAL = r"\blevel must be a finite real number in \(0\.0, 1\.0\)"
+
+
+def test_i22_t_interval_exact_inputs_levels_and_a_quiet_single_seed() -> None:
+    import warnings
+    from fractions import Fraction
+
+    from scipy.stats import t
+
+    # exact fractions (accuracies as counts / N) are read as numbers
+    mean, low, high = rp.t_interval([Fraction(97, 100), Fraction(99, 100)])
+    assert math.isclose(mean, 0.98) and math.isclose(high - mean, T1 * 0.01)
+    assert math.isclose(mean - low, T1 * 0.01)
+    x = [0.9, 0.7, 0.8, 0.6]  # mean 0.75, s^2 = (0.15^2 + 0.05^2) * 2 / 3
+    s = math.sqrt((0.15**2 + 0.05**2) * 2 / 3)
+    for level in (0.5, 0.9, 0.99):
+        half = t.ppf(0.5 + level / 2, 3) * s / 2
+        assert rp.t_interval(x, level) == pytest.approx((0.75, 0.75 - half, 0.75 + half))
+    for bad in (0.0, 1.0, 1.5, -0.5):
+        with pytest.raises(ValueError, match=LEVEL_REFUSAL):
+            rp.t_interval(x, bad)
+    with pytest.raises(ValueError, match=r"\bvalues must not be empty\b"):
+        rp.t_interval([])
+    # one seed, or a non-finite value: a nan interval and no RuntimeWarning in a chapter cell
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(rp.t_interval([7.0])[1:]).all()
+        assert np.isnan(rp.t_interval([1.0, math.inf])[1:]).all()
+        assert np.isnan(rp.t_interval([math.nan, 1.0])[1:]).all()
+
+
+def _i22_recall_run(base: float, seed: int, acc: list[float], edges: list, **extra) -> dict:
+    nb = len(acc)
+    return {
+        "span": 64, "tokens": 32, "d": 8, "distances": "log_uniform", "base": base, "seed": seed,
+        "evaluations": [
+            {"tokens": 32, "bin_edges": edges, "n": [100, 50, 40, 20][:nb], "accuracy": acc},
+            {"tokens": 64, "bin_edges": edges, "n": [100] * nb, "accuracy": [0.5] * nb},
+        ],
+        "form_blocks": [[[1, 0], [0, 1]]] * 4,
+        **extra,
+    }  # fmt: skip
+
+
+def test_i22_recall_curves_pins_every_field_on_two_bases_and_two_seeds() -> None:
+    from rope_lib import min_base
+
+    edges = [1, 3, 9, 33, 65]
+    acc = {  # (base, seed) -> accuracy per bin
+        (10.0, 0): [0.9, 0.6, 0.3, 0.1],
+        (10.0, 1): [0.8, 0.5, 0.2, 0.0],
+        (100.0, 0): [1.0, 0.9, 0.7, 0.5],
+        (100.0, 1): [0.9, 0.9, 0.6, 0.3],
+    }
+    runs = [_i22_recall_run(b, s, a, edges) for (b, s), a in acc.items()]
+    blob = {"experiment": "recall", "config": {"n_values": 10}, "runs": runs[::-1]}
+    cell = (64, 32, 8, "log_uniform")
+    cur = rp.recall_curves(blob, cell)
+    assert cur.cell == cell and cur.tokens == 32 and rp.recall_curves(blob, cell, 64).tokens == 64
+    assert cur.bases.tolist() == [10.0, 100.0] and cur.seeds.tolist() == [0, 1]
+    assert cur.bin_edges.tolist() == edges and cur.bin_edges.dtype == np.int64
+    np.testing.assert_allclose(cur.bin_centres, [math.sqrt(1 * 2), math.sqrt(3 * 8), math.sqrt(9 * 32), math.sqrt(33 * 64)])
+    for i, b in enumerate((10.0, 100.0)):
+        a0, a1 = np.array(acc[b, 0]), np.array(acc[b, 1])
+        assert cur.accuracy[i].tolist() == [acc[b, 0], acc[b, 1]]
+        half = T1 * np.abs(a0 - a1) / 2  # two seeds: s = |a0 - a1| / sqrt 2
+        np.testing.assert_allclose(cur.mean[i], (a0 + a1) / 2, atol=1e-12)
+        np.testing.assert_allclose(cur.low[i], (a0 + a1) / 2 - half, atol=1e-12)
+        np.testing.assert_allclose(cur.high[i], (a0 + a1) / 2 + half, atol=1e-12)
+        n = np.array([100, 50, 40, 20])
+        se = np.maximum(np.sqrt(a0 * (1 - a0) / n), np.sqrt(a1 * (1 - a1) / n))
+        np.testing.assert_allclose(cur.binomial_se[i], se, atol=1e-15)
+    assert cur.binomial_se.shape == (2, 4)
+    assert cur.horizon.tolist() == [max_context(10.0, 8), max_context(100.0, 8)]
+    np.testing.assert_allclose(cur.quarter_period, [quarter_period(8, 10.0), quarter_period(8, 100.0)])
+    assert cur.min_base == min_base(64, 8)
+    assert cur.chance == 0.1  # 1 / n_values of the configuration
+    # one seed per base, no configuration (16 values), edges stored as floats: still int64
+    one = {"experiment": "recall", "runs": [_i22_recall_run(10.0, 3, acc[10.0, 0], [1.0, 3.0, 9.0, 33.0, 65.0])]}
+    cur = rp.recall_curves(one, cell)
+    assert cur.chance == 1 / 16 and cur.seeds.tolist() == [3] and cur.tokens == 32
+    assert cur.bin_edges.dtype == np.int64 and cur.bin_edges.tolist() == edges
+    assert cur.accuracy.tolist() == [[acc[10.0, 0]]] and np.isnan(cur.low).all()
+    # the runs of a cell must share their distance bins
+    runs[0]["evaluations"][0]["bin_edges"] = [1, 3, 9, 33, 66]
+    with pytest.raises(ValueError, match=r"cell \(64, 32, 8, 'log_uniform'\) have different distance bins"):
+        rp.recall_curves(blob, cell)
