@@ -545,7 +545,9 @@ def test_i22_recall_curves_pins_every_field_on_two_bases_and_two_seeds() -> None
     assert cur.cell == cell and cur.tokens == 32 and rp.recall_curves(blob, cell, 64).tokens == 64
     assert cur.bases.tolist() == [10.0, 100.0] and cur.seeds.tolist() == [0, 1]
     assert cur.bin_edges.tolist() == edges and cur.bin_edges.dtype == np.int64
-    np.testing.assert_allclose(cur.bin_centres, [math.sqrt(1 * 2), math.sqrt(3 * 8), math.sqrt(9 * 32), math.sqrt(33 * 64)])
+    np.testing.assert_allclose(
+        cur.bin_centres, [math.sqrt(1 * 2), math.sqrt(3 * 8), math.sqrt(9 * 32), math.sqrt(33 * 64)]
+    )
     for i, b in enumerate((10.0, 100.0)):
         a0, a1 = np.array(acc[b, 0]), np.array(acc[b, 1])
         assert cur.accuracy[i].tolist() == [acc[b, 0], acc[b, 1]]
@@ -558,18 +560,25 @@ def test_i22_recall_curves_pins_every_field_on_two_bases_and_two_seeds() -> None
         np.testing.assert_allclose(cur.binomial_se[i], se, atol=1e-15)
     assert cur.binomial_se.shape == (2, 4)
     assert cur.horizon.tolist() == [max_context(10.0, 8), max_context(100.0, 8)]
-    np.testing.assert_allclose(cur.quarter_period, [quarter_period(8, 10.0), quarter_period(8, 100.0)])
+    np.testing.assert_allclose(
+        cur.quarter_period, [quarter_period(8, 10.0), quarter_period(8, 100.0)]
+    )
     assert cur.min_base == min_base(64, 8)
     assert cur.chance == 0.1  # 1 / n_values of the configuration
     # one seed per base, no configuration (16 values), edges stored as floats: still int64
-    one = {"experiment": "recall", "runs": [_i22_recall_run(10.0, 3, acc[10.0, 0], [1.0, 3.0, 9.0, 33.0, 65.0])]}
+    one = {
+        "experiment": "recall",
+        "runs": [_i22_recall_run(10.0, 3, acc[10.0, 0], [1.0, 3.0, 9.0, 33.0, 65.0])],
+    }
     cur = rp.recall_curves(one, cell)
     assert cur.chance == 1 / 16 and cur.seeds.tolist() == [3] and cur.tokens == 32
     assert cur.bin_edges.dtype == np.int64 and cur.bin_edges.tolist() == edges
     assert cur.accuracy.tolist() == [[acc[10.0, 0]]] and np.isnan(cur.low).all()
     # the runs of a cell must share their distance bins
     runs[0]["evaluations"][0]["bin_edges"] = [1, 3, 9, 33, 66]
-    with pytest.raises(ValueError, match=r"cell \(64, 32, 8, 'log_uniform'\) have different distance bins"):
+    with pytest.raises(
+        ValueError, match=r"cell \(64, 32, 8, 'log_uniform'\) have different distance bins"
+    ):
         rp.recall_curves(blob, cell)
 
 
@@ -612,10 +621,15 @@ def test_i22_needle_curves_pins_totals_intervals_and_configuration() -> None:
     assert c.binomial_se.shape == (2, 4)
     np.testing.assert_allclose(c.rates["absent_chance"], 0.75 / 5)  # n_needles = 5
     assert c.horizon.tolist() == [max_context(10.0, 8), max_context(100.0, 8)]  # head_dim 8
-    np.testing.assert_allclose(c.quarter_period, [quarter_period(8, 10.0), quarter_period(8, 100.0)])
+    np.testing.assert_allclose(
+        c.quarter_period, [quarter_period(8, 10.0), quarter_period(8, 100.0)]
+    )
     # no configuration: 4 needles, head dimension 16; one seed per base; edges stored as floats
     fl = [3.0, 5.0, 9.0, 17.0]
-    one = {"experiment": "needle", "runs": [_i22_needle_run(b, 7, [90, 80, 70], 100, fl) for b in (12.0, 100.0)]}
+    one = {
+        "experiment": "needle",
+        "runs": [_i22_needle_run(b, 7, [90, 80, 70], 100, fl) for b in (12.0, 100.0)],
+    }
     c = rp.needle_curves(one)
     assert c.bin_edges.dtype == np.int64 and c.bin_edges.tolist() == [3, 5, 9, 17]
     assert c.bases.tolist() == [12.0, 100.0] and c.seeds.tolist() == [7]
@@ -624,11 +638,15 @@ def test_i22_needle_curves_pins_totals_intervals_and_configuration() -> None:
     assert np.isnan(c.low["main_correct"]).all()
     # refusals name what differs
     runs[3]["seed"] = 2
-    with pytest.raises(ValueError, match=r"\bresults: the bases of experiment 2 have different seeds\b"):
+    with pytest.raises(
+        ValueError, match=r"\bresults: the bases of experiment 2 have different seeds\b"
+    ):
         rp.needle_curves(blob)
     runs[3]["seed"] = 1
     runs[3]["bin_edges"] = [3, 5, 9, 17, 34]
-    with pytest.raises(ValueError, match=r"\bresults: the runs of experiment 2 have different distance bins\b"):
+    with pytest.raises(
+        ValueError, match=r"\bresults: the runs of experiment 2 have different distance bins\b"
+    ):
         rp.needle_curves(blob)
     what = r"results must be a results dict of experiment 2 \(runner.load_results\('needle'"
     with pytest.raises(TypeError, match=what + r".*got \[1, 2\] of type list"):
@@ -647,16 +665,27 @@ def test_i22_needle_outcomes_rows_defaults_and_boundaries() -> None:
     }  # fmt: skip
     # no configuration: the context is twice the last edge, so every bin ends by its half
     fl = [3.0, 5.0, 9.0, 17.0]
-    one = {"experiment": "needle", "runs": [_i22_needle_run(b, 0, [90, 80, 70], 100, fl) for b in (12.0, 100.0)]}
+    one = {
+        "experiment": "needle",
+        "runs": [_i22_needle_run(b, 0, [90, 80, 70], 100, fl) for b in (12.0, 100.0)],
+    }
     other, hundred = rp.needle_outcomes(one)
     assert set(other) == keys and set(hundred) == keys
     assert other["base"] == 12.0 and other["horizon"] == max_context(12.0, 16)
     assert other["quarter_period"] == pytest.approx(quarter_period(16, 12.0))
-    assert other["min_to_half"] == pytest.approx([0.7]) and hundred["min_to_half"] == pytest.approx([0.7])
+    assert other["min_to_half"] == pytest.approx([0.7]) and hundred["min_to_half"] == pytest.approx(
+        [0.7]
+    )
     # base 12 has no written prediction, base 100 has one
     p = next(p for p in NEEDLE_PREDICTIONS if p.base == 100.0)
-    assert [other[k] for k in ("far_by_horizon", "far_by_quarter_period", "horizon_bin", "quarter_period_bin")] == [None] * 4
-    got = [hundred[k] for k in ("far_by_horizon", "far_by_quarter_period", "horizon_bin", "quarter_period_bin")]
+    assert [
+        other[k]
+        for k in ("far_by_horizon", "far_by_quarter_period", "horizon_bin", "quarter_period_bin")
+    ] == [None] * 4
+    got = [
+        hundred[k]
+        for k in ("far_by_horizon", "far_by_quarter_period", "horizon_bin", "quarter_period_bin")
+    ]
     assert got == [p.far_by_horizon, p.far_by_quarter_period, p.horizon_bin, p.quarter_period_bin]
     # total 128: rates are exact binary fractions.  main 112, 104, 64, 104: mean 0.75, so the
     # key gain is exactly 0.75 - 0.25 = 0.5, which does not exceed LEARNED_GAIN; 64/128 = 0.5
@@ -763,7 +792,12 @@ def test_i22_residual_sd_one_cell_and_one_intercept_for_two_slopes() -> None:
         rows = [r for r in runs if r["seed"] == s]
         y = np.log([plain_reach(centres(EDGES), r["evaluations"][0]["accuracy"]) for r in rows])
         x = np.log([r["base"] for r in rows])
-        cols = np.array([[xi if r["d"] == dd else 0.0 for dd in (16, 32)] for xi, r in zip(x, rows, strict=True)])
+        cols = np.array(
+            [
+                [xi if r["d"] == dd else 0.0 for dd in (16, 32)]
+                for xi, r in zip(x, rows, strict=True)
+            ]
+        )
         cols -= cols.mean(axis=0)
         yc = y - y.mean()
         slopes = np.linalg.solve(cols.T @ cols, cols.T @ yc)
