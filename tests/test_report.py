@@ -707,7 +707,7 @@ def test_i22_needle_outcomes_rows_defaults_and_boundaries() -> None:
 
 def test_i22_learned_form_pins_every_output_with_the_configured_layout() -> None:
     d, base, span = 4, 100.0, 40
-    b0, b1 = [[1.0, 0.5], [-0.3, 0.8]], [[0.4, -0.2], [0.6, 0.1]]
+    b0, b1 = [[0.1, 0.5], [-0.3, 0.1]], [[1.0, -0.2], [0.6, 0.8]]
     mu_q, mu_k = np.array([0.3, -0.2, 0.5, 0.1]), np.array([0.4, 0.6, -0.1, 0.2])
     run = fake_run(span, d, base, 0, 10.0)
     run["form_blocks"] = [[[1, 2], [0, 0]], [[0, 0], [0, 3]]]  # energies 5 and 9
@@ -723,9 +723,9 @@ def test_i22_learned_form_pins_every_output_with_the_configured_layout() -> None
     }  # fmt: skip
     assert out["bases"] == [base] and out["distances"].tolist() == list(range(1, span + 1))
     # c_i = M_aa + M_bb, s_i = M_ab - M_ba; theta = (1, 1/10)
-    c, s, th = np.array([1.8, 0.5]), np.array([0.8, -0.8]), np.array([1.0, 0.1])
-    np.testing.assert_allclose(out["amplitude"][0, 0], [math.hypot(1.8, 0.8), math.hypot(0.5, 0.8)])
-    np.testing.assert_allclose(out["phase"][0, 0], [math.atan2(0.8, 1.8), math.atan2(-0.8, 0.5)])
+    c, s, th = np.array([0.2, 1.8]), np.array([0.8, -0.8]), np.array([1.0, 0.1])
+    np.testing.assert_allclose(out["amplitude"][0, 0], [math.hypot(0.2, 0.8), math.hypot(1.8, 0.8)])
+    np.testing.assert_allclose(out["phase"][0, 0], [math.atan2(0.8, 0.2), math.atan2(-0.8, 1.8)])
     dense = np.zeros((d, d))
     dense[:2, :2], dense[2:, 2:] = b0, b1  # interleaved pairs (0, 1) and (2, 3)
     m = np.arange(1, span + 1)
@@ -745,7 +745,7 @@ def test_i22_learned_form_pins_every_output_with_the_configured_layout() -> None
     first = [float(k) for k, v in zip(m, margin, strict=True) if v < 0]
     first_cos = [float(k) for k, v in zip(m, cos_part + mean, strict=True) if v < 0]
     assert out["learned_horizon"][0, 0] == (first[0] if first else math.inf)
-    assert out["cosine_horizon"][0, 0] == (first_cos[0] if first_cos else math.inf)
+    assert out["cosine_horizon"][0, 0] == (first_cos[0] if first_cos else math.inf) == 14.0
     assert out["peak"][0, 0] == m[int(np.argmax(margin))]
     assert math.isclose(out["slow_energy"][0, 0], 9 / 14)  # d/4 = 1: pair 1 is the slow half
     # chosen distances, in the order given; a single distance is enough
