@@ -821,3 +821,329 @@ def test_predictor_comparison_rows_of_reach_one_and_zero_and_its_refusals() -> N
         rp.predictor_comparison(fake_blob(runs), slopes="each")
     with pytest.raises(ValueError, match=r"^intercepts must be one of \('cell', 'context'\)"):
         rp.predictor_comparison(fake_blob(runs), intercepts="base")
+
+
+# ---- issue 22, rep2: surviving mutants of t_interval, recall_curves, learned_form, the
+# ---- residual SD of predictor_comparison, needle_curves and needle_outcomes, each pinned on
+# ---- a hand-built input whose every output is worked out below with plain arithmetic
+LEVEL_REFUSAL = r"\blevel must be a finite real number in \(0\.0, 1\.0\)"
+
+
+def test_i22_t_interval_exact_inputs_levels_and_a_quiet_single_seed() -> None:
+    import warnings
+    from fractions import Fraction
+
+    from scipy.stats import t
+
+    # exact fractions (accuracies as counts / N) are read as numbers
+    mean, low, high = rp.t_interval([Fraction(97, 100), Fraction(99, 100)])
+    assert math.isclose(mean, 0.98) and math.isclose(high - mean, T1 * 0.01)
+    assert math.isclose(mean - low, T1 * 0.01)
+    x = [0.9, 0.7, 0.8, 0.6]  # mean 0.75, s^2 = (0.15^2 + 0.05^2) * 2 / 3
+    s = math.sqrt((0.15**2 + 0.05**2) * 2 / 3)
+    for level in (0.5, 0.9, 0.99):
+        half = t.ppf(0.5 + level / 2, 3) * s / 2
+        assert rp.t_interval(x, level) == pytest.approx((0.75, 0.75 - half, 0.75 + half))
+    for bad in (0.0, 1.0, 1.5, -0.5):
+        with pytest.raises(ValueError, match=LEVEL_REFUSAL):
+            rp.t_interval(x, bad)
+    with pytest.raises(ValueError, match=r"\bvalues must not be empty\b"):
+        rp.t_interval([])
+    # one seed, or a non-finite value: a nan interval and no RuntimeWarning in a chapter cell
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(rp.t_interval([7.0])[1:]).all()
+        assert np.isnan(rp.t_interval([1.0, math.inf])[1:]).all()
+        assert np.isnan(rp.t_interval([math.nan, 1.0])[1:]).all()
+
+
+def _i22_recall_run(base: float, seed: int, acc: list[float], edges: list, **extra) -> dict:
+    nb = len(acc)
+    return {
+        "span": 64, "tokens": 32, "d": 8, "distances": "log_uniform", "base": base, "seed": seed,
+        "evaluations": [
+            {"tokens": 32, "bin_edges": edges, "n": [100, 50, 40, 20][:nb], "accuracy": acc},
+            {"tokens": 64, "bin_edges": edges, "n": [100] * nb, "accuracy": [0.5] * nb},
+        ],
+        "form_blocks": [[[1, 0], [0, 1]]] * 4,
+        **extra,
+    }  # fmt: skip
+
+
+def test_i22_recall_curves_pins_every_field_on_two_bases_and_two_seeds() -> None:
+    from rope_lib import min_base
+
+    edges = [1, 3, 9, 33, 65]
+    acc = {  # (base, seed) -> accuracy per bin
+        (10.0, 0): [0.9, 0.6, 0.3, 0.1],
+        (10.0, 1): [0.8, 0.5, 0.2, 0.0],
+        (100.0, 0): [1.0, 0.9, 0.7, 0.5],
+        (100.0, 1): [0.9, 0.9, 0.6, 0.3],
+    }
+    runs = [_i22_recall_run(b, s, a, edges) for (b, s), a in acc.items()]
+    blob = {"experiment": "recall", "config": {"n_values": 10}, "runs": runs[::-1]}
+    cell = (64, 32, 8, "log_uniform")
+    cur = rp.recall_curves(blob, cell)
+    assert cur.cell == cell and cur.tokens == 32 and rp.recall_curves(blob, cell, 64).tokens == 64
+    assert cur.bases.tolist() == [10.0, 100.0] and cur.seeds.tolist() == [0, 1]
+    assert cur.bin_edges.tolist() == edges and cur.bin_edges.dtype == np.int64
+    np.testing.assert_allclose(
+        cur.bin_centres, [math.sqrt(1 * 2), math.sqrt(3 * 8), math.sqrt(9 * 32), math.sqrt(33 * 64)]
+    )
+    for i, b in enumerate((10.0, 100.0)):
+        a0, a1 = np.array(acc[b, 0]), np.array(acc[b, 1])
+        assert cur.accuracy[i].tolist() == [acc[b, 0], acc[b, 1]]
+        half = T1 * np.abs(a0 - a1) / 2  # two seeds: s = |a0 - a1| / sqrt 2
+        np.testing.assert_allclose(cur.mean[i], (a0 + a1) / 2, atol=1e-12)
+        np.testing.assert_allclose(cur.low[i], (a0 + a1) / 2 - half, atol=1e-12)
+        np.testing.assert_allclose(cur.high[i], (a0 + a1) / 2 + half, atol=1e-12)
+        n = np.array([100, 50, 40, 20])
+        se = np.maximum(np.sqrt(a0 * (1 - a0) / n), np.sqrt(a1 * (1 - a1) / n))
+        np.testing.assert_allclose(cur.binomial_se[i], se, atol=1e-15)
+    assert cur.binomial_se.shape == (2, 4)
+    assert cur.horizon.tolist() == [max_context(10.0, 8), max_context(100.0, 8)]
+    np.testing.assert_allclose(
+        cur.quarter_period, [quarter_period(8, 10.0), quarter_period(8, 100.0)]
+    )
+    assert cur.min_base == min_base(64, 8)
+    assert cur.chance == 0.1  # 1 / n_values of the configuration
+    # one seed per base, no configuration (16 values), edges stored as floats: still int64
+    one = {
+        "experiment": "recall",
+        "runs": [_i22_recall_run(10.0, 3, acc[10.0, 0], [1.0, 3.0, 9.0, 33.0, 65.0])],
+    }
+    cur = rp.recall_curves(one, cell)
+    assert cur.chance == 1 / 16 and cur.seeds.tolist() == [3] and cur.tokens == 32
+    assert cur.bin_edges.dtype == np.int64 and cur.bin_edges.tolist() == edges
+    assert cur.accuracy.tolist() == [[acc[10.0, 0]]] and np.isnan(cur.low).all()
+    # the runs of a cell must share their distance bins
+    runs[0]["evaluations"][0]["bin_edges"] = [1, 3, 9, 33, 66]
+    with pytest.raises(
+        ValueError, match=r"cell \(64, 32, 8, 'log_uniform'\) have different distance bins"
+    ):
+        rp.recall_curves(blob, cell)
+
+
+def _i22_needle_run(base: float, seed: int, main: list[int], total: int, edges: list) -> dict:
+    """A run of experiment 2: main counts as given; absent target 1/4 and absent needle 3/4 of
+    the total; the other controls zero."""
+    nb = len(main)
+    zeros = [0] * nb
+    return {
+        "base": base, "seed": seed, "bin_edges": edges, "total": [total] * nb,
+        "main_correct": main, "main_latest": zeros, "recency_correct": zeros,
+        "repeat_correct": zeros, "repeat_other": zeros, "absent_target": [total // 4] * nb,
+        "absent_latest": zeros, "absent_needle": [3 * total // 4] * nb,
+    }  # fmt: skip
+
+
+def test_i22_needle_curves_pins_totals_intervals_and_configuration() -> None:
+    edges = [3, 5, 9, 17, 33]
+    main = {  # (base, seed) -> (counts, total)
+        (10.0, 0): ([60, 40, 30, 20], 100),
+        (10.0, 1): ([35, 15, 10, 5], 40),
+        (100.0, 0): ([99, 98, 97, 96], 100),
+        (100.0, 1): ([38, 37, 36, 35], 40),
+    }
+    runs = [_i22_needle_run(b, s, m, n, edges) for (b, s), (m, n) in main.items()]
+    blob = {"experiment": "needle", "config": {"n_needles": 5, "head_dim": 8}, "runs": runs}
+    c = rp.needle_curves(blob)
+    assert c.total.tolist() == [[[100] * 4, [40] * 4]] * 2
+    for i, b in enumerate((10.0, 100.0)):
+        p0 = np.array(main[b, 0][0]) / main[b, 0][1]
+        p1 = np.array(main[b, 1][0]) / main[b, 1][1]
+        half = T1 * np.abs(p0 - p1) / 2
+        for key, shift in (("main_correct", 0.0), ("key_gain", 0.25)):  # gain: minus 1/4
+            m = (p0 + p1) / 2 - shift
+            np.testing.assert_allclose(c.mean[key][i], m, atol=1e-12)
+            np.testing.assert_allclose(c.low[key][i], m - half, atol=1e-12)
+            np.testing.assert_allclose(c.high[key][i], m + half, atol=1e-12)
+        se0, se1 = np.sqrt(p0 * (1 - p0) / main[b, 0][1]), np.sqrt(p1 * (1 - p1) / main[b, 1][1])
+        np.testing.assert_allclose(c.binomial_se[i], np.maximum(se0, se1), atol=1e-15)
+    assert c.binomial_se.shape == (2, 4)
+    np.testing.assert_allclose(c.rates["absent_chance"], 0.75 / 5)  # n_needles = 5
+    assert c.horizon.tolist() == [max_context(10.0, 8), max_context(100.0, 8)]  # head_dim 8
+    np.testing.assert_allclose(
+        c.quarter_period, [quarter_period(8, 10.0), quarter_period(8, 100.0)]
+    )
+    # no configuration: 4 needles, head dimension 16; one seed per base; edges stored as floats
+    fl = [3.0, 5.0, 9.0, 17.0]
+    one = {
+        "experiment": "needle",
+        "runs": [_i22_needle_run(b, 7, [90, 80, 70], 100, fl) for b in (12.0, 100.0)],
+    }
+    c = rp.needle_curves(one)
+    assert c.bin_edges.dtype == np.int64 and c.bin_edges.tolist() == [3, 5, 9, 17]
+    assert c.bases.tolist() == [12.0, 100.0] and c.seeds.tolist() == [7]
+    np.testing.assert_allclose(c.rates["absent_chance"], 0.75 / 4)
+    assert c.horizon.tolist() == [max_context(12.0, 16), max_context(100.0, 16)]
+    assert np.isnan(c.low["main_correct"]).all()
+    # refusals name what differs
+    runs[3]["seed"] = 2
+    with pytest.raises(
+        ValueError, match=r"\bresults: the bases of experiment 2 have different seeds\b"
+    ):
+        rp.needle_curves(blob)
+    runs[3]["seed"] = 1
+    runs[3]["bin_edges"] = [3, 5, 9, 17, 34]
+    with pytest.raises(
+        ValueError, match=r"\bresults: the runs of experiment 2 have different distance bins\b"
+    ):
+        rp.needle_curves(blob)
+    what = r"results must be a results dict of experiment 2 \(runner.load_results\('needle'"
+    with pytest.raises(TypeError, match=what + r".*got \[1, 2\] of type list"):
+        rp.needle_curves([1, 2])
+    with pytest.raises(ValueError, match=what + r".*its 'runs' is empty"):
+        rp.needle_curves({"experiment": "needle", "runs": []})
+
+
+def test_i22_needle_outcomes_rows_defaults_and_boundaries() -> None:
+    from rope_lib.experiments.predictions import NEEDLE_PREDICTIONS
+
+    keys = {
+        "base", "horizon", "quarter_period", "reach_bins", "far", "far_retrieved",
+        "far_by_horizon", "far_by_quarter_period", "horizon_bin", "quarter_period_bin",
+        "min_to_half", "key_gain", "learned", "far_learned", "main_min", "shifted_beyond",
+    }  # fmt: skip
+    # no configuration: the context is twice the last edge, so every bin ends by its half
+    fl = [3.0, 5.0, 9.0, 17.0]
+    one = {
+        "experiment": "needle",
+        "runs": [_i22_needle_run(b, 0, [90, 80, 70], 100, fl) for b in (12.0, 100.0)],
+    }
+    other, hundred = rp.needle_outcomes(one)
+    assert set(other) == keys and set(hundred) == keys
+    assert other["base"] == 12.0 and other["horizon"] == max_context(12.0, 16)
+    assert other["quarter_period"] == pytest.approx(quarter_period(16, 12.0))
+    assert other["min_to_half"] == pytest.approx([0.7]) and hundred["min_to_half"] == pytest.approx(
+        [0.7]
+    )
+    # base 12 has no written prediction, base 100 has one
+    p = next(p for p in NEEDLE_PREDICTIONS if p.base == 100.0)
+    assert [
+        other[k]
+        for k in ("far_by_horizon", "far_by_quarter_period", "horizon_bin", "quarter_period_bin")
+    ] == [None] * 4
+    got = [
+        hundred[k]
+        for k in ("far_by_horizon", "far_by_quarter_period", "horizon_bin", "quarter_period_bin")
+    ]
+    assert got == [p.far_by_horizon, p.far_by_quarter_period, p.horizon_bin, p.quarter_period_bin]
+    # total 128: rates are exact binary fractions.  main 112, 104, 64, 104: mean 0.75, so the
+    # key gain is exactly 0.75 - 0.25 = 0.5, which does not exceed LEARNED_GAIN; 64/128 = 0.5
+    # is not below the level; context 30: half 15, bins ending by 15 are [3, 5) and [5, 9)
+    edges = [3, 5, 9, 17, 33]
+    run = _i22_needle_run(10.0, 0, [112, 104, 64, 104], 128, edges)
+    run["shifted_correct"] = [13, 38, 51, 64]
+    blob = {"experiment": "needle", "config": {"head_dim": 16, "context_length": 30}, "runs": [run]}
+    (row,) = rp.needle_outcomes(blob)
+    assert row["key_gain"] == [0.5] and row["learned"] == [False] and row["far_learned"] == []
+    assert row["reach_bins"] == [4]
+    assert row["min_to_half"] == [104 / 128]
+    # horizon 5 at d = 16, base 10: the bins starting at 5, 9, 17 are at or beyond it
+    assert max_context(10.0, 16) == 5 and row["shifted_beyond"] == [38 / 128]
+    for bad in (0.0, 1.0, 1.5, -0.5):
+        with pytest.raises(ValueError, match=LEVEL_REFUSAL):
+            rp.needle_outcomes(blob, bad)
+
+
+def test_i22_learned_form_pins_every_output_with_the_configured_layout() -> None:
+    d, base, span = 4, 100.0, 40
+    b0, b1 = [[0.1, 0.5], [-0.3, 0.1]], [[1.0, -0.2], [0.6, 0.8]]
+    mu_q, mu_k = np.array([0.3, -0.2, 0.5, 0.1]), np.array([0.4, 0.6, -0.1, 0.2])
+    run = fake_run(span, d, base, 0, 10.0)
+    run["form_blocks"] = [[[1, 2], [0, 0]], [[0, 0], [0, 3]]]  # energies 5 and 9
+    run["evaluations"][0].update(
+        {"target_moment_blocks": [b0, b1], "mu_q": mu_q.tolist(), "mu_k": mu_k.tolist()}
+    )
+    cell = (span, 128, d, "log_uniform")
+    blob = {"experiment": "recall", "config": {"layout": "interleaved"}, "runs": [run]}
+    out = rp.learned_form(blob, cell)
+    assert set(out) == {
+        "bases", "distances", "amplitude", "phase", "cosine_part", "sine_part", "mean_part",
+        "margin", "slow_energy", "learned_horizon", "cosine_horizon", "peak",
+    }  # fmt: skip
+    assert out["bases"] == [base] and out["distances"].tolist() == list(range(1, span + 1))
+    # c_i = M_aa + M_bb, s_i = M_ab - M_ba; theta = (1, 1/10)
+    c, s, th = np.array([0.2, 1.8]), np.array([0.8, -0.8]), np.array([1.0, 0.1])
+    np.testing.assert_allclose(out["amplitude"][0, 0], [math.hypot(0.2, 0.8), math.hypot(1.8, 0.8)])
+    np.testing.assert_allclose(out["phase"][0, 0], [math.atan2(0.8, 0.2), math.atan2(-0.8, 1.8)])
+    dense = np.zeros((d, d))
+    dense[:2, :2], dense[2:, 2:] = b0, b1  # interleaved pairs (0, 1) and (2, 3)
+    m = np.arange(1, span + 1)
+    cos_part = np.array([c @ np.cos(k * th) for k in m])
+    sin_part = np.array([-(s @ np.sin(k * th)) for k in m])
+
+    def mean_part(layout: str) -> np.ndarray:
+        return np.array([-(mu_q @ rotation(-k, d, base, layout) @ mu_k) for k in m])
+
+    mean = mean_part("interleaved")
+    margin = np.array([np.trace(rotation(-k, d, base, "interleaved") @ dense) for k in m]) + mean
+    np.testing.assert_allclose(cos_part + sin_part + mean, margin, atol=1e-12)  # two routes
+    for key, want in (
+        ("cosine_part", cos_part), ("sine_part", sin_part), ("mean_part", mean), ("margin", margin)
+    ):  # fmt: skip
+        np.testing.assert_allclose(out[key][0, 0], want, atol=1e-12)
+    first = [float(k) for k, v in zip(m, margin, strict=True) if v < 0]
+    first_cos = [float(k) for k, v in zip(m, cos_part + mean, strict=True) if v < 0]
+    assert out["learned_horizon"][0, 0] == (first[0] if first else math.inf)
+    assert out["cosine_horizon"][0, 0] == (first_cos[0] if first_cos else math.inf) == 14.0
+    assert out["peak"][0, 0] == m[int(np.argmax(margin))]
+    assert math.isclose(out["slow_energy"][0, 0], 9 / 14)  # d/4 = 1: pair 1 is the slow half
+    # chosen distances, in the order given; a single distance is enough
+    some = rp.learned_form(blob, cell, distances=[7, 2])
+    assert some["distances"].tolist() == [7, 2]
+    np.testing.assert_allclose(some["margin"][0, 0], margin[[6, 1]], atol=1e-12)
+    np.testing.assert_allclose(rp.learned_form(blob, cell, [3])["margin"][0, 0], margin[[2]])
+    for bad in ([0, 1], [[1, 2]], [], [-3]):
+        with pytest.raises(ValueError, match=r"\bdistances\b.* integers >= 1$"):
+            rp.learned_form(blob, cell, distances=bad)
+    # no configuration: the layout is "half", which pairs (0, 2) and (1, 3) of the means
+    plain = rp.learned_form({"experiment": "recall", "runs": [run]}, cell)
+    np.testing.assert_allclose(plain["mean_part"][0, 0], mean_part("half"), atol=1e-12)
+    assert not np.allclose(mean_part("half"), mean)  # the two layouts differ on these means
+
+
+def test_i22_residual_sd_one_cell_and_one_intercept_for_two_slopes() -> None:
+    # one cell of three bases: one intercept and one slope leave n - 2 = 1 degree of freedom
+    runs = [
+        fake_run(1024, 16, b, s, max_context(b, 16) ** 0.7 * (1 + 0.03 * s * k))
+        for k, b in enumerate((30.0, 300.0, 3000.0))
+        for s in range(2)
+    ]
+    out = rp.predictor_comparison(fake_blob(runs))
+    for s in range(2):
+        rows = [r for r in runs if r["seed"] == s]
+        y = np.log([plain_reach(centres(EDGES), r["evaluations"][0]["accuracy"]) for r in rows])
+        x = np.log([max_context(r["base"], 16) for r in rows])
+        want = demeaned_sd(y, x, np.zeros(3))
+        assert math.isclose(out["horizon"]["sd"][s], want, rel_tol=1e-9, abs_tol=1e-12)
+    # two bases: no degree of freedom left
+    two = [r for r in runs if r["base"] != 3000.0]
+    with pytest.raises(ValueError, match=r"\btoo few rows for the slopes and intercepts\b"):
+        rp.predictor_comparison(fake_blob(two))
+    # two head dimensions, one intercept (one context) and one slope per head dimension:
+    # demean over all rows, then solve the 2 x 2 normal equations of the two slope columns
+    runs = []
+    for dd, power in ((16, 0.6), (32, 0.9)):
+        for k, b in enumerate((30.0, 100.0, 300.0, 1000.0)):
+            for s in range(2):
+                runs.append(fake_run(1024, dd, b, s, b**power * (1 + 0.05 * ((k + s) % 3))))
+    out = rp.predictor_comparison(fake_blob(runs), slopes="per_d", intercepts="context")
+    for s in range(2):
+        rows = [r for r in runs if r["seed"] == s]
+        y = np.log([plain_reach(centres(EDGES), r["evaluations"][0]["accuracy"]) for r in rows])
+        x = np.log([r["base"] for r in rows])
+        cols = np.array(
+            [
+                [xi if r["d"] == dd else 0.0 for dd in (16, 32)]
+                for xi, r in zip(x, rows, strict=True)
+            ]
+        )
+        cols -= cols.mean(axis=0)
+        yc = y - y.mean()
+        slopes = np.linalg.solve(cols.T @ cols, cols.T @ yc)
+        resid = yc - cols @ slopes
+        sd = math.sqrt(resid @ resid / (len(y) - 3))
+        assert math.isclose(out["base"]["sd"][s], sd, rel_tol=1e-9)
+        assert out["base"]["slope"][s] == pytest.approx(slopes.tolist(), rel=1e-9)
