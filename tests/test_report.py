@@ -1095,7 +1095,9 @@ def test_i22_learned_form_pins_every_output_with_the_configured_layout() -> None
     assert some["distances"].tolist() == [7, 2]
     np.testing.assert_allclose(some["margin"][0, 0], margin[[6, 1]], atol=1e-12)
     np.testing.assert_allclose(rp.learned_form(blob, cell, [3])["margin"][0, 0], margin[[2]])
-    for bad in ([0, 1], [[1, 2]], [], [-3]):
+    with pytest.raises(ValueError, match=r"^distances must be a 1-D array of integers"):
+        rp.learned_form(blob, cell, distances=[[1, 2]])
+    for bad in ([0, 1], [], [-3]):
         with pytest.raises(ValueError, match=r"\bdistances\b.* integers >= 1$"):
             rp.learned_form(blob, cell, distances=bad)
     # no configuration: the layout is "half", which pairs (0, 2) and (1, 3) of the means
@@ -1147,3 +1149,15 @@ def test_i22_residual_sd_one_cell_and_one_intercept_for_two_slopes() -> None:
         sd = math.sqrt(resid @ resid / (len(y) - 3))
         assert math.isclose(out["base"]["sd"][s], sd, rel_tol=1e-9)
         assert out["base"]["slope"][s] == pytest.approx(slopes.tolist(), rel=1e-9)
+
+
+def test_learned_form_refuses_distances_that_are_not_whole_numbers() -> None:
+    """distances=[2.5] was read as [2] (np.asarray with dtype int64 truncates): a silent
+    wrong number; 2.0 is a whole number and reads as 2 (found by rep2's triage)."""
+    blob = RAW
+    cell = rp.recall_cells(blob)[0]
+    two = rp.learned_form(blob, cell, distances=[2])
+    assert rp.learned_form(blob, cell, distances=[2.0])["margin"] == pytest.approx(two["margin"])
+    for bad in ([2.5], [[2]], [0], []):
+        with pytest.raises((ValueError, TypeError), match=r"^distances must be"):
+            rp.learned_form(blob, cell, distances=bad)

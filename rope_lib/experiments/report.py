@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import _describe, check_real
+from .._validate import _describe, check_integer_array, check_real
 from ..base_bound import max_context, min_base
 from ..decay import quarter_period
 from ..frequencies import theta
@@ -668,8 +668,11 @@ def learned_form(results: Any, cell: Cell, distances: Any = None) -> dict[str, A
     """
     span, _, d, _ = cell
     by_base = _grouped(results, cell)
-    dist = np.arange(1, span + 1) if distances is None else np.asarray(distances, dtype=np.int64)
-    if dist.ndim != 1 or dist.size == 0 or np.any(dist < 1):
+    if distances is None:
+        dist = np.arange(1, span + 1)
+    else:  # whole numbers only: 2.5 is refused, never read as 2
+        dist = check_integer_array(distances, "distances", ndim=1)
+    if dist.size == 0 or np.any(dist < 1):
         raise ValueError("distances must be a non-empty 1-d array of integers >= 1")
     n = d // 2
     slow_w = np.where(
