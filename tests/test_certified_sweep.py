@@ -507,7 +507,6 @@ def test_horizon_charges_half_d_terms_per_distance_at_large_d(d):
     assert type(budget[0]) is int
 
 
-
 def test_sweep_steps_stop_a_relative_1e9_short_of_each_certificate(monkeypatch):
     """The certified end u + h* is computed in float64 (h* from a square root and a division,
     a few ulps off the true root of the Taylor bound), so each certified step stops a
