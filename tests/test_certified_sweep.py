@@ -427,3 +427,123 @@ def test_min_base_search_fits_the_default_budget(monkeypatch):
     result = bb.min_base_search(1 << 14, 128)
     assert result.work <= bb.DEFAULT_MAX_STEPS
     assert feasible(result.base, 1 << 14, 128)
+
+
+def test_first_negative_says_minus_one_when_no_margin_fails():
+    """_first_negative's documented answer when every B_m is >= 0 is -1 (its callers test
+    idx >= 0 / < 0, and -1 is the value its docstring names). Here B_0..B_3 at d = 8, b = 1e4
+    are all above 1 (direct float64 sums), far outside the rounding margin, so no 50-digit
+    re-check is made and the budget is untouched."""
+    d, base = 8, 1e4
+    ms = np.arange(4)
+    values = direct(ms, d, base)
+    assert values.min() > 1
+    budget = [7]
+    assert cs._first_negative(values, ms, d, base, float(rounding_margin(3, d)), budget) == -1
+    assert budget == [7]
+
+
+def test_running_out_of_steps_uses_up_a_shared_budget():
+    """A budget is a one-element list shared along a chain of searches (min_base_search's
+    chain, the base table's rows): a charge larger than what is left raises _OutOfSteps and
+    leaves nothing (budget[0] = 0), so every later charge on the same budget, even of one
+    step, runs out too; a charge that fits takes exactly its cost."""
+    budget = [5]
+    cs._charge(budget, 3)
+    assert budget == [2]
+    with pytest.raises(cs._OutOfSteps):
+        cs._charge(budget, 3)
+    assert budget == [0]
+    with pytest.raises(cs._OutOfSteps):
+        cs._charge(budget, 1)
+    assert budget == [0]
+    cs._charge(None, 10**9)  # no budget: nothing is charged
+
+
+@pytest.mark.parametrize("frac", [0.6, -0.6])
+def test_horizon_rechecks_a_margin_within_rounding_and_charges_it(monkeypatch, frac):
+    """At d = 4, B_2(b) = cos 2 + cos(2 / sqrt b) changes sign at b0 = (2 / (pi - 2))**2.
+    The bases used here (the float nearest b0 + frac eps / B_2'(b0), computed in 50-digit
+    mpmath) give B_2 = frac times the documented rounding margin eps = n (m_max + 2) 2^-46 of
+    the block m < 3 (n = 2, m_max = 3), checked here in mpmath. Such a value is within eps of
+    0, so _horizon must re-check it in mpmath (once, at m = 2) and charge that re-check
+    (ceil(4000 max(d/2, 64) / 2**16) = 4 steps) on top of the one step for the block; the
+    answer is the exact sign: no failing distance below 3 for frac > 0, the horizon 2 for
+    frac < 0. A margin half as large, or computed with n (m_max - 2), would leave
+    0.6 eps out of the re-check; a re-check not charged would cost 1 step. The float64
+    value of B_2 (a direct sum written here) is within eps of the exact one, as the
+    margin claims."""
+    d, limit = 4, 3
+    eps = float(rounding_margin(limit, d))  # 2 * (3 + 2) * 2^-46
+    with mpmath.workdps(50):
+        b0 = (2 / (mpmath.pi - 2)) ** 2
+
+        def b2(b):
+            return mpmath.cos(2) + mpmath.cos(2 / mpmath.sqrt(b))
+
+        base = float(b0 + frac * eps / mpmath.diff(b2, b0))
+        exact = float(b2(mpmath.mpf(base)))
+    assert exact == pytest.approx(frac * eps, rel=1e-3)
+    assert abs(direct(np.array([2]), d, base)[0] - exact) < eps
+    assert direct(np.arange(2), d, base).min() > 1  # B_0 = 2, B_1 > 2 cos 1
+    calls = _recording(monkeypatch)
+    budget = [100]
+    assert cs._horizon(base, d, limit, budget) == (-1 if frac > 0 else 2)
+    assert [(m, dd) for m, dd, _b, _v in calls] == [(2, d)]
+    assert 100 - budget[0] == _steps_for(limit, d) + _steps_for(1, d, factor=4000) == 1 + 4
+
+
+@pytest.mark.parametrize("d", [256, 512])
+def test_horizon_charges_half_d_terms_per_distance_at_large_d(d):
+    """Above d = 128 a distance costs d/2 terms (the 64-term floor no longer applies): for
+    b = 1e8 no B_m with m < 4096 is negative (direct float64 sums, far from 0), and the scan
+    costs ceil(4096 (d/2) / 2**16) steps = 8 at d = 256, 16 at d = 512, counted in whole
+    steps (an int budget stays an int)."""
+    base, limit = 1e8, 4096
+    assert direct(np.arange(limit), d, base).min() > 1
+    budget = [100]
+    assert cs._horizon(base, d, limit, budget) == -1
+    assert 100 - budget[0] == _steps_for(limit, d) == limit * (d // 2) // 2**16
+    assert type(budget[0]) is int
+
+
+def test_sweep_steps_stop_a_relative_1e9_short_of_each_certificate(monkeypatch):
+    """The certified end u + h* is computed in float64 (h* from a square root and a division,
+    a few ulps off the true root of the Taylor bound), so each certified step stops a
+    relative 1e-9 short of it: the move is at most h* (1 - 1e-9), up to the rounding of
+    u + h* (1 - 1e-9) (half an ulp of the new point, and 2^-52 h*). Recorded along a fresh
+    chain for L = 300, d = 64 (points u from each _Terms, the last certificate of each
+    iteration, the full scans at which a sweep stops); at least one step is long enough that
+    a move ending at h* itself would break the bound."""
+    monkeypatch.setattr(bb, "_SWEEPS", {})
+    points: list[float] = []
+    last: dict[int, object] = {}
+    Terms, scan, step = cs._Terms, cs._scan, cs._certified_step
+
+    class Recorded(Terms):
+        def __init__(self, d, u):
+            points.append(u)
+            super().__init__(d, u)
+
+    def rec_scan(terms, start, stop, deriv):
+        last[len(points) - 1] = "scan"
+        return scan(terms, start, stop, deriv)
+
+    def rec_step(b, db, m, terms, eps):
+        h = step(b, db, m, terms, eps)
+        last[len(points) - 1] = float(h.max()) if h.size else 0.0
+        return h
+
+    monkeypatch.setattr(cs, "_Terms", Recorded)
+    monkeypatch.setattr(cs, "_scan", rec_scan)
+    monkeypatch.setattr(cs, "_certified_step", rec_step)
+    bb.min_base_search(300, 64)
+    decisive = 0
+    for k in range(len(points) - 1):
+        cert = last[k]
+        if cert == "scan" or cert < 1e-9:  # a sweep's end, or an uncertified leap
+            continue
+        move, nxt = points[k + 1] - points[k], points[k + 1]
+        assert 0 < move <= cert * (1 - 1e-9) + cert * 2.0**-52 + np.spacing(nxt), (k, move, cert)
+        decisive += cert * 1e-9 > 4 * np.spacing(nxt)
+    assert decisive >= 1
