@@ -189,6 +189,8 @@ class Result:
             "timeout": self.count("timeout"),
             "survived": self.count("survived"),
             "no tests": self.count("no tests"),
+            # mutmut's "suspicious" (a run far slower than the clean one) and "not checked"
+            "other open": self.count("suspicious") + self.count("not checked"),
             "equivalent": equivalent,
             "score": round(caught / judged, 4) if judged else 1.0,
             "minutes": round(self.seconds / 60, 1),
@@ -343,12 +345,15 @@ def report(results: list[Result]) -> int:
     for result in map(_judge, results):
         rows.append(result.row())
         open_ += [(result.module, m) for m in result.mutants if m.status in OPEN]
-    print("\n| module | mutants | killed | timeout | survived | no tests | equivalent | score |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "\n| module | mutants | killed | timeout | survived | no tests | other open "
+        "| equivalent | score |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             "| {module} | {mutants} | {killed} | {timeout} | {survived} | {no tests} "
-            "| {equivalent} | {score:.1%} |".format(**r)
+            "| {other open} | {equivalent} | {score:.1%} |".format(**r)
         )
     for module, m in open_:
         print(
