@@ -48,6 +48,48 @@ Only the rounding of each phase differs from the direct sum (error :math:`\appro
 :math:`m = 10^6`), and the weighted product with :math:`t_i\theta_i` gives :math:`F_m'(u)` at
 the same cost. The public :func:`rope_lib.base_bound.similarity_margin` uses :func:`rope_lib.decay.ones_score`, which
 implements the same trick.
+
+Rounding: why the margins make the certificate a proof
+-------------------------------------------------------
+Let :math:`\mathbf u = 2^{-53}` and assume every ``exp``, ``log``, ``sin`` and ``cos`` is within
+4 ulp (relative :math:`8\mathbf u` for ``exp``, absolute :math:`8\mathbf u` for ``sin`` and
+``cos`` of values in :math:`[-1, 1]`). The exact quantities use the float base's exact binary
+value :math:`b`, :math:`u^* = \ln b` and :math:`x_i = t_i u^*`, so :math:`\theta_i^* = e^{-x_i}`.
+
+* **Frequencies.** ``t`` and ``u = log(b)`` carry a relative :math:`\mathbf u` each, their product
+  one more, so the computed :math:`x_i` is off by at most :math:`3.0001\mathbf u\,x_i` and
+  :math:`\theta_i = \theta_i^*(1 + \epsilon_i)` with :math:`|\epsilon_i| \le (3.0001x_i +
+  8)\mathbf u`.
+* **Phases.** A row phase :math:`r\theta_i` (one more rounding) is off by at most
+  :math:`r\theta_i^*(3.0001x_i + 9)\mathbf u \le 10.11\,r\,\mathbf u`, because
+  :math:`x e^{-x} \le 1/e`; likewise a column phase. Its cosine and sine are then off by
+  at most :math:`e_r = (10.11|r| + 8)\mathbf u`, and the pair's term
+  :math:`\cos\alpha_r\cos\alpha_c - \sin\alpha_r\sin\alpha_c` by at most
+  :math:`\sqrt2(e_r + e_c) \le (14.3(|r| + |c|) + 22.7)\mathbf u`.
+* **The product.** A dot product of :math:`2n` terms, in any order, errs by at most
+  :math:`\gamma_{2n}\sum_j|x_jy_j| \le 2.0001\,n\mathbf u \cdot n` (:math:`\gamma_k =
+  k\mathbf u/(1 - k\mathbf u)`, and each pair's two products sum to at most 1 in size).
+
+So a computed :math:`B_m` is within :math:`n\mathbf u\,(14.3(|r| + |c|) + 22.7 + 2.0001n)` of
+the exact one. Every call has :math:`|r| + |c| \le M + 11` for its bound :math:`M \ge 2` on
+the distances (a scan has :math:`c \ge 0` and :math:`r + c = m < M`; a tracked window has
+:math:`r < L = M` and :math:`|c| \le 12`), and :func:`_eps`, :math:`n\max(M + 2, n/32)
+\cdot 2^{-46}`, exceeds that bound: when :math:`n \le 32(M + 2)` because :math:`128(M + 2)
+\ge 14.3(M + 11) + 22.7 + 64.01(M + 2)` for :math:`M \ge 2`, otherwise because :math:`4n \ge
+14.3(n/32 + 9) + 22.7 + 2.0001n` for :math:`n \ge 128`. (Without the :math:`n/32` branch the
+bound fails at large d and short contexts, e.g. d = 8192 and L = 16.)
+
+The slope :math:`F_m'(u) = m\sum_i w_i\sin(m\theta_i)`, :math:`w_i = t_i\theta_i`, is bounded
+the same way, with :math:`s_w = \sum_i w_i` and :math:`P = \sum_i w_i x_i`: the weights are off
+by at most :math:`(3.0001P + 11 s_w)\mathbf u` in all, the phases by at most
+:math:`\sqrt2\,((m + 24)(1/e + 9) + 16)\,s_w\mathbf u` (now :math:`\theta_i x_i \le 1/e`
+and :math:`\theta_i \le 1`), the product of :math:`2n` terms by :math:`2.0001n s_w\mathbf
+u`, and the last multiplication by :math:`m` by :math:`m s_w\mathbf u`. Hence the error is at
+most :math:`m(4P + (16m + 3n + 400)s_w)\mathbf u`, the second branch of
+:meth:`_Terms.deriv_error`. Its first branch, :math:`(m^2 + m + n)(s_w + \sum_i
+t_i\theta_i^2)\,2^{-46}`, is the simpler allowance this module used before the proof was written down; it is
+the larger of the two at d = 128 and moderate bases (the sweeps of chapter 7), so their steps did
+not change.
 """
 
 from __future__ import annotations
@@ -102,8 +144,13 @@ def _mp_margin(m: int, d: int, base: float, dps: int = 50) -> float:
 
 
 def _eps(m_max: float, n: int) -> float:
-    """Rounding margin of a float64 B_m (phases m*theta_i carry ~m*2^-52 absolute error)."""
-    return n * (m_max + 2.0) * 2.0**-46
+    r"""Rounding margin of a float64 B_m for distances below ``m_max`` (``n`` = d/2 pairs).
+
+    :math:`n\max(M + 2, n/32)\,2^{-46}` with :math:`M` = ``m_max``: at least the worst-case
+    error :math:`n\mathbf u(14.3(M + 11) + 22.7 + 2.0001n)` of the matrix route (module
+    docstring, *Rounding*), for every :math:`M \ge 2`.
+    """
+    return n * max(m_max + 2.0, n / 32) * 2.0**-46
 
 
 class _Terms:
@@ -111,6 +158,7 @@ class _Terms:
 
     def __init__(self, d: int, u: float):
         self.n = d // 2
+        self.u = u
         self.t = 2.0 * np.arange(self.n) / d
         self.th = np.exp(-self.t * u)
         self.w = self.t * self.th  # weights of the derivative
@@ -123,7 +171,13 @@ class _Terms:
         return m * m * self.s2 + m * self.s1
 
     def deriv_error(self, m: np.ndarray) -> np.ndarray:
-        return (m * m + m + self.n) * self.sd * 2.0**-46
+        """A bound on the float64 error of F_m'(u) from the matrix route (module docstring,
+        *Rounding*): the larger of the earlier allowance and the proven bound
+        m (4P + (16m + 3n + 400) s_w) 2^-53, with P = u sum_i t_i^2 theta_i."""
+        sw = float(np.sum(self.w))
+        p = self.u * float(np.sum(self.t * self.w))
+        proven = m * (4.0 * p + (16.0 * m + 3.0 * self.n + 400.0) * sw) * 2.0**-53
+        return np.maximum((m * m + m + self.n) * self.sd * 2.0**-46, proven)
 
 
 def _table(terms: _Terms, rows: np.ndarray, cols: np.ndarray, deriv: bool):

@@ -1042,3 +1042,32 @@ def test_walk_for_two_distances_needs_no_scan(length):
     # walk costs one step for the visit and one for the certificate's d/2 terms
     assert certificate(5.0, length, 8) > 0
     assert bb.feasible_window_top(5.0, length, 8, max_steps=2) == math.inf
+
+
+def certificate_rounding_bound(d: int) -> float:
+    """A worst-case bound, derived here, on the float64 error of certificate() for a base
+    up to 1.8e308: theta_i = exp(-(2i/d) ln b) has relative error at most 10 x_i u + 8 u
+    (x_i = (2i/d) ln b <= 710; t, log and the product; exp within 4 ulp), so an angle of
+    at most pi/2 is off by (pi/2)(7110 u) at most, its cosine by 8 u more; the sum of at most
+    n = d/2 terms of size <= 1 errs by gamma_n n, the subtraction by n u."""
+    n, u = d // 2, 2.0**-53
+    return n * u * (math.pi / 2 * 7110 + 8 + n / (1 - n * u) + 1) * 1.0001
+
+
+def test_walk_certificate_is_not_issued_within_its_rounding_error():
+    """L = 5000, d = 256, b = 20763595.469255913 (found by bisection on the sum): the
+    certificate's sum is positive in 40-digit mpmath (about 2.0e-11), but the float64 sum
+    could be that large with a true sum below 0 (its worst-case error, derived here, is
+    1.6e-10), so the float sum proves nothing and no certificate may be issued. At a base
+    larger by a relative 1e-6 the sum is 3.7e-6, far above any rounding, and it is."""
+    length, d, base = 5000, 256, 20763595.469255913
+    with mpmath.workdps(40):
+        b = mpmath.mpf(base)
+        angles = [(length - 1) * b ** (-mpmath.mpf(2 * i) / d) for i in range(d // 2)]
+        exact = sum(mpmath.cos(a) if a <= mpmath.pi / 2 else -1 for a in angles)
+    assert 0 < exact < certificate_rounding_bound(d) / 4
+    assert 0 < certificate(base, length, d) < certificate_rounding_bound(d)
+    assert bb._every_larger_base_feasible(base, length, d) is False
+    above = base * (1 + 1e-6)
+    assert certificate(above, length, d) > 1e3 * certificate_rounding_bound(d)
+    assert bb._every_larger_base_feasible(above, length, d) is True

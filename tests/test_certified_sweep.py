@@ -547,3 +547,139 @@ def test_sweep_steps_stop_a_relative_1e9_short_of_each_certificate(monkeypatch):
         assert 0 < move <= cert * (1 - 1e-9) + cert * 2.0**-52 + np.spacing(nxt), (k, move, cert)
         decisive += cert * 1e-9 > 4 * np.spacing(nxt)
     assert decisive >= 1
+
+
+# ---------------------------------------------------------------------------------------------
+# the rounding margins: each at least the worst-case error derived in the module docstring
+# ---------------------------------------------------------------------------------------------
+UNIT = 2.0**-53  # unit roundoff of float64
+
+
+def worst_case_margin_error(m_max: float, n: int) -> float:
+    """The error bound of a computed B_m, written here from its pieces: per pair, phases
+    r theta_i and c theta_i off by 10.11 |r| u and 10.11 |c| u (frequencies and one product),
+    cosines and sines by 8 u more, the pair's term by sqrt(2) times the sum of both; the
+    2n-term product by gamma_2n times n. |r| + |c| is at most m_max + 11."""
+    per_pair = math.sqrt(2) * (10.11 * (m_max + 11) + 16) * 1.0001
+    gamma = 2 * n * UNIT / (1 - 2 * n * UNIT)
+    return n * per_pair * UNIT + gamma * n
+
+
+@pytest.mark.parametrize("m_max", [2, 3, 16, 100, 4096, 1 << 20, 1 << 30])
+@pytest.mark.parametrize("n", [1, 2, 64, 128, 1000, 4096, 1 << 15])
+def test_rounding_margin_covers_the_worst_case_error_and_not_ten_times_more(m_max, n):
+    """_eps(M, n) must be at least the worst-case error of the matrix route (derived
+    here), for every d up to MAX_DIM = 2**16 and every bound M >= 2 on the distances,
+    including large d with short contexts (n = 32768, M = 2), where the error is dominated
+    by the 2n-term dot product. It need not be far larger: within a factor 10 the sweep
+    gives away no more than one digit of its certified steps."""
+    bound = worst_case_margin_error(m_max, n)
+    assert bound <= cs._eps(m_max, n) <= 10 * bound
+
+
+def test_the_margin_of_products_matters_at_large_d_and_short_contexts():
+    """The module docstring's example: at d = 8192 and L = 16 a margin n (L + 2) 2^-46 (no
+    n/32 branch) is below the worst-case error, and _eps is not."""
+    n, length = 4096, 16
+    assert n * (length + 2) * 2.0**-46 < worst_case_margin_error(length, n) <= cs._eps(length, n)
+
+
+def test_scan_at_large_d_and_short_context_is_within_its_margin():
+    """d = 8192, m < 16, b = 1e4: the scan's values against 50-digit mpmath sums (the
+    measured error is far inside the margin; this checks the route, the bounds above the
+    margin)."""
+    d, base, length = 8192, 1e4, 16
+    values, _ = cs._scan(cs._Terms(d, math.log(base)), 0, length, deriv=False)
+    exact = np.array([cs._mp_margin(m, d, base) for m in range(length)])
+    assert np.all(np.abs(values - exact) <= cs._eps(length, d // 2))
+
+
+def worst_case_slope_error(m: float, d: int, base: float) -> float:
+    """The error bound of a computed F_m'(u), written here from its pieces, with
+    w_i = t_i theta_i, s_w = sum w_i and P = sum w_i x_i (x_i = t_i ln b): weights off by
+    (3.0001 x_i + 11) u relative; phases as for B_m but weighted, with theta_i x_i <= 1/e
+    and theta_i <= 1 (window offsets up to 12 on each side); the 2n-term product by
+    gamma_2n s_w; then one more rounding when multiplied by m."""
+    n = d // 2
+    t = 2.0 * np.arange(n) / d
+    theta = np.exp(-t * math.log(base))
+    w = t * theta
+    sw, p = float(w.sum()), float((w * t).sum()) * math.log(base)
+    weights = 3.0001 * p + 11 * sw
+    phases = math.sqrt(2) * ((m + 24) * (1 / math.e + 9) + 16) * sw
+    product = 2.0001 * n * sw
+    return m * (weights + phases + product + sw) * UNIT * 1.001
+
+
+@pytest.mark.parametrize(
+    ("d", "base", "m"),
+    [
+        (4, 1e200, 1.0),  # a huge base: P / s_w is about x_1 = 230
+        (4, 1e200, 1000.0),
+        (16384, 1e4, 100.0),  # large d, short distances: the product's error leads
+        (16384, 1e4, 1.0),
+        (128, 1e4, 5000.0),
+        (65536, 10.0, 3.0),
+    ],
+)
+def test_derivative_allowance_covers_the_worst_case_error(d, base, m):
+    """deriv_error(m) must be at least the worst-case error of F_m'(u) derived here, also
+    where the simpler allowance (m^2 + m + n) S_d 2^-46 is below it (the first four
+    cases)."""
+    terms = cs._Terms(d, math.log(base))
+    assert terms.deriv_error(np.array([m]))[0] >= worst_case_slope_error(m, d, base)
+
+
+@pytest.mark.parametrize("base", [1.5, 10.0, 1e4, 5e5, 1e7, 1e10])
+def test_derivative_allowance_is_unchanged_for_chapter_7s_sweeps(base):
+    """The docstring claims the first branch, (m^2 + m + n)(sum t theta + sum t theta^2)
+    2^-46 (computed here), is the larger at d = 128 and moderate bases, so the proof changed
+    none of chapter 7's steps: checked for m from 1 to 2**21."""
+    d = 128
+    terms = cs._Terms(d, math.log(base))
+    t = 2.0 * np.arange(d // 2) / d
+    theta = base**-t
+    s_d = float((t * theta).sum() + (t * theta**2).sum())
+    m = np.unique(np.geomspace(1, 1 << 21, 400).round())
+    np.testing.assert_allclose(
+        terms.deriv_error(m), (m * m + m + d // 2) * s_d * 2.0**-46, rtol=1e-12
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# _horizon's blocks and _scan's memory
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("first", [1, 4095, 4096, 4097, 12287, 12288, 28672, 30000])
+def test_horizon_finds_a_first_failure_at_any_place_in_its_blocks(monkeypatch, first):
+    """_horizon scans blocks of 4096, 8192, 16384, ... distances (starting at 0, 4096,
+    12288, 28672). A failure exactly at a block start is as much a first failure as any
+    other: here the margins are replaced by a table written here that is 1 everywhere but
+    -1 at ``first``, so the answer is ``first``, whatever block it falls in."""
+    fake = np.ones(40000)
+    fake[first] = -1.0
+
+    def scan(terms, start, stop, deriv):
+        return fake[start:stop].copy(), None
+
+    monkeypatch.setattr(cs, "_scan", scan)
+    assert cs._horizon(1e4, 64, 40000) == first
+    assert cs._horizon(1e4, 64, first) == -1  # the limit is exclusive
+
+
+def test_scan_memory_grows_like_the_square_root_of_the_span():
+    """_scan splits m = a k + c with k about sqrt(span), so its arrays hold O(sqrt(span) d)
+    floats: at d = 4 and 4096 distances, 64 rows and 64 columns of 2 pairs, a few kB. A split
+    with far more columns (k of the order of span**2) would need gigabytes at d = 128 and
+    2**20 distances; here the peak (tracemalloc, which numpy reports to) must stay below
+    1 MiB, against 2**24 columns x 2 pairs x 8 bytes = 256 MiB for such a split."""
+    import tracemalloc
+
+    terms = cs._Terms(4, math.log(1e4))
+    tracemalloc.start()
+    try:
+        values, _ = cs._scan(terms, 0, 4096, deriv=False)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert values.shape == (4096,)
+    assert peak < 1 << 20, peak
