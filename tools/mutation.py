@@ -28,7 +28,9 @@ result (an equivalent mutant) or only changes something no promise covers.  An e
 matches a survivor by module, function and the changed line before and after, so it
 survives renumbering.  The list is read when results are reported, not when they are
 recorded, so a new entry needs no rerun; a new test does (it changes a test file's blob,
-which makes the module's result stale).  A run fails if a survivor is neither.
+which makes the module's result stale).  A run fails if a survivor is neither, and the
+summary of every module fails if an entry explains no open mutant of the records (its line
+is gone, or a test now kills the mutant): the list holds only what is still true.
 
 Usage::
 
@@ -296,6 +298,14 @@ def _equivalents() -> list[dict[str, str]]:
     return tomllib.loads(EQUIVALENT.read_text())["mutant"]
 
 
+def _matches(entry: dict[str, str], m: Mutant) -> bool:
+    """Whether an entry of the equivalence list explains mutant ``m`` (of its module)."""
+    return all(
+        value == entry[key] or fnmatch.fnmatchcase(value, entry[key])
+        for key, value in (("function", m.function), ("before", m.removed), ("after", m.added))
+    )
+
+
 def _judge(result: Result) -> Result:
     """A copy of ``result`` with the survivors that the equivalence list explains marked."""
     listed = [e for e in _equivalents() if e["module"] == result.module]
@@ -304,18 +314,22 @@ def _judge(result: Result) -> Result:
         m = Mutant(**vars(m))
         if m.status in OPEN:
             for entry in listed:
-                if all(
-                    value == entry[key] or fnmatch.fnmatchcase(value, entry[key])
-                    for key, value in (
-                        ("function", m.function),
-                        ("before", m.removed),
-                        ("after", m.added),
-                    )
-                ):
+                if _matches(entry, m):
                     m.status, m.reason = "equivalent", entry["reason"]
                     break
         judged.mutants.append(m)
     return judged
+
+
+def _unused(results: list[Result]) -> list[dict[str, str]]:
+    """Entries of the equivalence list that explain no open mutant of ``results``: the code or
+    the tests changed under them (the line is gone, or a test now kills the mutant)."""
+    open_ = [(r.module, m) for r in results for m in r.mutants if m.status in OPEN]
+    return [
+        e
+        for e in _equivalents()
+        if not any(module == e["module"] and _matches(e, m) for module, m in open_)
+    ]
 
 
 def run_module(module: str, jobs: int, patterns: list[str] | None) -> Result:
@@ -412,6 +426,15 @@ def summary(modules: list[str]) -> int:
     results = [Result.load(json.loads((SCRATCH / m / RESULT).read_text())) for m in modules]
     status = report(results)
     if set(modules) == set(MODULES):
+        unused = _unused(results)
+        for e in unused:
+            print(f"UNUSED entry: {e['module']} {e['function']}\n    before: {e['before']}")
+        if unused:
+            print(
+                f"mutation: {len(unused)} entries of {EQUIVALENT.relative_to(ROOT)} explain no "
+                "mutant of the current records: remove them"
+            )
+            status = status or 1
         rows = [_judge(r).row() for r in results]
         SUMMARY.write_text(json.dumps({"mutmut": _version(), "modules": rows}, indent=1) + "\n")
         print(f"summary written to {SUMMARY.relative_to(ROOT)}")
