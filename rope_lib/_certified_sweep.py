@@ -84,7 +84,7 @@ So a computed :math:`B_m` is within :math:`n\mathbf u\,(14.83(|r| + |c|) + 22.7 
 8.0001M)` of the exact one at the base that is checked. Every call has :math:`|r| + |c| \le
 M + 11` for its bound :math:`M \ge 2` on the distances (a scan has :math:`c \ge 0` and
 :math:`r + c = m < M`; a tracked window has :math:`0 \le r < L = M` and :math:`|c| \le 12`),
-so the error is at most :math:`n\mathbf u\,(22.84M + 185.9 + 2.0001n)`, and :func:`_eps`,
+so the error is at most :math:`n\mathbf u\,(22.84M + 185.9 + 2.0001n)`, and ``_eps``,
 :math:`n\max(M + 2, n/32)\,2^{-46}`, exceeds it: when :math:`n \le 32(M + 2)` because
 :math:`128(M + 2) \ge 22.84M + 185.9 + 64.004(M + 2)` for :math:`M \ge 1.41`; otherwise
 (then :math:`M < n/32 - 2`) because :math:`4n \ge 22.84(n/32 - 2) + 185.9 + 2.0001n` for
@@ -100,7 +100,7 @@ only in a sweep (so the :math:`2.0001\mathbf u\,x_i` case above applies), with
 since :math:`r \ge 0` and :math:`c \ge -12`); the product of :math:`2n` terms by
 :math:`2.0001n s_w\mathbf u`; and the last multiplication by :math:`m` by :math:`m s_w\mathbf
 u`. Hence the error is at most :math:`m(2.0001P + (13.77m + 2.0001n + 364.1)s_w)\mathbf u`,
-below the second branch of :meth:`_Terms.deriv_error`, :math:`m(4P + (16m + 3n +
+below the second branch of ``_Terms.deriv_error``, :math:`m(4P + (16m + 3n +
 400)s_w)\mathbf u`. Its first branch, :math:`(m^2 + m + n)(s_w + \sum_i
 t_i\theta_i^2)\,2^{-46}`, is the simpler allowance this module used before the proof was
 written down; it is the larger of the two at d = 128 and moderate bases (the sweeps of
