@@ -63,11 +63,41 @@ PAGE_CHECKS = {
     ".filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)",
     "images with neither alt text nor a caption": "return [...document.querySelectorAll("
     "'.bd-article img')].filter(i => !i.alt && !i.closest('figure')).map(i => i.src.slice(-60))",
+    # A formula Markdown did not hand to MathJax (e.g. a line of it read as a list item)
+    # shows its TeX: a $...$ pair, \( \) \[ \], or a command such as \frac, in the text.
+    "TeX left raw in the text": "const w = document.createTreeWalker(document.querySelector("
+    "'.bd-article') || document.body, NodeFilter.SHOW_TEXT), bad = [];"
+    r"const re = /\$[^$\n]+\$|\\[()\[\]]|\\[A-Za-z]{2,}/;"
+    "while (w.nextNode()) { const n = w.currentNode;"
+    "if (n.parentElement.closest('pre, code, script, style, mjx-container, .math, "
+    ".cell_output, textarea')) continue;"
+    "if (re.test(n.textContent)) bad.push(n.textContent.trim().slice(0, 70)); }"
+    "return bad;",
     "outputs, code or equations that scroll sideways": "return [...document.querySelectorAll("
     "'.bd-article .cell_output pre, .bd-article .cell_input pre, .bd-article div.math')]"
     ".filter(e => e.scrollWidth > e.clientWidth + 2)"
     ".map(e => e.textContent.trim().slice(0, 70))",
 }
+
+
+def test_raw_tex_check_flags_a_formula_left_untypeset(tmp_path) -> None:
+    """The check of PAGE_CHECKS for raw TeX, on a page written here. A formula broken across
+    a line that starts with '+ ' becomes a paragraph ending in its first half and a list
+    item holding the rest: the half with a TeX command is flagged (a lone $ is not: it
+    could be text), and so is a raw \\( \\) pair; typeset math, code and outputs are not."""
+    (tmp_path / "page.html").write_text(
+        "<html><body><article class='bd-article'>"
+        "<p>the feature map $\\operatorname{elu}(x)</p><ul><li>1$ keeps scores positive</li></ul>"
+        "<p>a checked formula <span class='math'>\\(x + 1\\)</span> and"
+        " <code>\\frac{a}{b}</code>, and a plain sentence.</p>"
+        "<div class='cell_output'><pre>$5 and \\alpha in an output</pre></div>"
+        "<p>inline \\(x\\) left raw</p>"
+        "</article></body></html>"
+    )
+    with serve(tmp_path) as base_url, chromium() as driver:
+        driver.get(base_url + "page.html")
+        found = driver.execute_script(PAGE_CHECKS["TeX left raw in the text"])
+    assert found == ["the feature map $\\operatorname{elu}(x)", "inline \\(x\\) left raw"]
 
 
 def _figures(driver) -> list:
