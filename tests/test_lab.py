@@ -594,6 +594,12 @@ const app = window.jupyterapp;
 (async () => {
   const w = await app.commands.execute('docmanager:open', {path: path});
   await w.context.ready;
+  // count the saves in flight (autosave's and ours), so that CLOSE_JS never closes a
+  // document during a save: that save then fails ("File Save Error ... Disposed")
+  w.savesInFlight = 0;
+  w.context.saveState.connect((_, state) => {
+    w.savesInFlight += state === 'started' ? 1 : -1;
+  });
   app.shell.activateById(w.id);
   return {notebook: w.node.classList.contains('jp-NotebookPanel'), id: w.id};
 })().then(done, (e) => done({error: String(e)}));
@@ -608,7 +614,9 @@ return [...w.node.querySelectorAll('.myst-exercise-title')].map((e) => e.textCon
 """
 
 # Close the document as a reader does: a notebook changed since its last save (outputs,
-# kernel state) asks "Save your work?", and the reader saves, as here.
+# kernel state) asks "Save your work?", and the reader saves, as here; and, unlike a hurried
+# reader, never while a save is in flight (a clean CI run once met "File Save Error for
+# 03_sinusoidal.md: Disposed" when autosave was saving the chapter as it was closed).
 CLOSE_JS = """
 const path = arguments[0], done = arguments[arguments.length - 1];
 const app = window.jupyterapp;
@@ -617,6 +625,12 @@ const w = Array.from(app.shell.widgets('main')).find((w) => w.context && w.conte
   if (w.sessionContext && w.sessionContext.session) { await w.sessionContext.shutdown(); }
   const dirty = w.context.model.dirty;
   if (dirty) { await w.context.save(); }
+  // wait for any save in flight; the check and close() run in one turn of the event loop,
+  // so no autosave can start between them
+  const start = Date.now();
+  while (w.savesInFlight > 0 && Date.now() - start < 60000) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
   w.close();
   await new Promise((r) => setTimeout(r, 500));
   const dialogs = [...document.querySelectorAll('.jp-Dialog')].map((d) => d.textContent);
